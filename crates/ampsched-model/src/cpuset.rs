@@ -1,0 +1,242 @@
+//! A fixed-size CPU bitmask (up to 1024 CPUs), cheap to copy and compare.
+
+use crate::ids::CpuId;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+const WORDS: usize = 16;
+
+/// The largest number of CPUs a `CpuSet` can hold.
+pub const MAX_CPUS: usize = WORDS * 64;
+
+/// A set of CPUs as a bitmask; iteration is in ascending CPU order.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct CpuSet {
+    words: [u64; WORDS],
+}
+
+impl CpuSet {
+    /// The empty set.
+    pub const fn new() -> CpuSet {
+        CpuSet { words: [0; WORDS] }
+    }
+    /// CPUs `0..n`.
+    pub fn first_n(n: usize) -> CpuSet {
+        let mut s = CpuSet::new();
+        for c in 0..n {
+            s.insert(CpuId(c as u32));
+        }
+        s
+    }
+    /// A set with one CPU.
+    pub fn single(c: CpuId) -> CpuSet {
+        let mut s = CpuSet::new();
+        s.insert(c);
+        s
+    }
+    /// Build from an iterator of CPUs.
+    pub fn from_cpus<I: IntoIterator<Item = CpuId>>(it: I) -> CpuSet {
+        let mut s = CpuSet::new();
+        for c in it {
+            s.insert(c);
+        }
+        s
+    }
+    /// Add a CPU.
+    #[inline]
+    pub fn insert(&mut self, c: CpuId) {
+        let i = c.idx();
+        assert!(i < MAX_CPUS, "cpu id {i} exceeds CpuSet capacity {MAX_CPUS}");
+        self.words[i / 64] |= 1u64 << (i % 64);
+    }
+    /// Remove a CPU.
+    #[inline]
+    pub fn remove(&mut self, c: CpuId) {
+        let i = c.idx();
+        if i < MAX_CPUS {
+            self.words[i / 64] &= !(1u64 << (i % 64));
+        }
+    }
+    /// Membership test.
+    #[inline]
+    pub fn contains(&self, c: CpuId) -> bool {
+        let i = c.idx();
+        i < MAX_CPUS && self.words[i / 64] & (1u64 << (i % 64)) != 0
+    }
+    /// True when no CPU is in the set.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.words.iter().all(|w| *w == 0)
+    }
+    /// Number of CPUs in the set.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+    /// Intersection.
+    #[inline]
+    pub fn and(&self, o: &CpuSet) -> CpuSet {
+        let mut r = *self;
+        for (a, b) in r.words.iter_mut().zip(o.words.iter()) {
+            *a &= *b;
+        }
+        r
+    }
+    /// Union.
+    #[inline]
+    pub fn or(&self, o: &CpuSet) -> CpuSet {
+        let mut r = *self;
+        for (a, b) in r.words.iter_mut().zip(o.words.iter()) {
+            *a |= *b;
+        }
+        r
+    }
+    /// Difference (`self` minus `o`).
+    #[inline]
+    pub fn and_not(&self, o: &CpuSet) -> CpuSet {
+        let mut r = *self;
+        for (a, b) in r.words.iter_mut().zip(o.words.iter()) {
+            *a &= !*b;
+        }
+        r
+    }
+    /// True when the sets share a CPU.
+    #[inline]
+    pub fn intersects(&self, o: &CpuSet) -> bool {
+        self.words.iter().zip(o.words.iter()).any(|(a, b)| a & b != 0)
+    }
+    /// The lowest CPU in the set.
+    #[inline]
+    pub fn first(&self) -> Option<CpuId> {
+        self.next_from(0)
+    }
+    /// The lowest CPU with index ≥ `from`.
+    #[inline]
+    pub fn next_from(&self, from: usize) -> Option<CpuId> {
+        if from >= MAX_CPUS {
+            return None;
+        }
+        let mut w = from / 64;
+        let mut bits = self.words[w] & (!0u64 << (from % 64));
+        loop {
+            if bits != 0 {
+                return Some(CpuId((w * 64 + bits.trailing_zeros() as usize) as u32));
+            }
+            w += 1;
+            if w == WORDS {
+                return None;
+            }
+            bits = self.words[w];
+        }
+    }
+    /// Xen's `cpumask_cycle`: the next CPU after `c` in the set, wrapping around
+    /// (may return `c` itself when it is the only member).
+    #[inline]
+    pub fn cycle(&self, c: CpuId) -> Option<CpuId> {
+        self.next_from(c.idx() + 1).or_else(|| self.first())
+    }
+    /// Iterate CPUs in ascending order.
+    pub fn iter(&self) -> impl Iterator<Item = CpuId> + '_ {
+        let mut next = 0usize;
+        std::iter::from_fn(move || {
+            let c = self.next_from(next)?;
+            next = c.idx() + 1;
+            Some(c)
+        })
+    }
+    /// Parse a Linux-style CPU list such as `0-3,8,10-11`.
+    pub fn parse_list(s: &str) -> Result<CpuSet, String> {
+        let mut set = CpuSet::new();
+        let s = s.trim();
+        if s.is_empty() {
+            return Ok(set);
+        }
+        for part in s.split(',') {
+            let part = part.trim();
+            let (a, b) = match part.split_once('-') {
+                Some((a, b)) => (a.trim(), b.trim()),
+                None => (part, part),
+            };
+            let a: usize = a.parse().map_err(|_| format!("`{part}` is not a CPU number or range"))?;
+            let b: usize = b.parse().map_err(|_| format!("`{part}` is not a CPU number or range"))?;
+            if a > b || b >= MAX_CPUS {
+                return Err(format!("`{part}` is not a valid CPU range (0..{MAX_CPUS})"));
+            }
+            for c in a..=b {
+                set.insert(CpuId(c as u32));
+            }
+        }
+        Ok(set)
+    }
+    /// Format as a Linux-style CPU list (`0-3,8`).
+    pub fn to_list(&self) -> String {
+        let mut out = String::new();
+        let mut it = self.iter().peekable();
+        while let Some(start) = it.next() {
+            let mut end = start;
+            while let Some(&n) = it.peek() {
+                if n.0 == end.0 + 1 {
+                    end = n;
+                    it.next();
+                } else {
+                    break;
+                }
+            }
+            if !out.is_empty() {
+                out.push(',');
+            }
+            if start == end {
+                out.push_str(&start.0.to_string());
+            } else {
+                out.push_str(&format!("{}-{}", start.0, end.0));
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Debug for CpuSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CpuSet[{}]", self.to_list())
+    }
+}
+
+impl Serialize for CpuSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_list())
+    }
+}
+
+impl<'de> Deserialize<'de> for CpuSet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<CpuSet, D::Error> {
+        let s = String::deserialize(d)?;
+        CpuSet::parse_list(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_round_trip_and_cycle() {
+        let s = CpuSet::parse_list("0-3,8,10-11").unwrap();
+        assert_eq!(s.len(), 7);
+        assert_eq!(s.to_list(), "0-3,8,10-11");
+        // cycling after 3 goes to 8, after 11 wraps to 0
+        assert_eq!(s.cycle(CpuId(3)), Some(CpuId(8)));
+        assert_eq!(s.cycle(CpuId(11)), Some(CpuId(0)));
+        assert!(CpuSet::parse_list("3-1").is_err());
+        assert!(CpuSet::parse_list("x").is_err());
+    }
+
+    #[test]
+    fn set_algebra() {
+        let a = CpuSet::parse_list("0-5").unwrap();
+        let b = CpuSet::parse_list("4-200").unwrap();
+        assert_eq!(a.and(&b).to_list(), "4-5");
+        assert_eq!(a.and_not(&b).to_list(), "0-3");
+        assert_eq!(a.or(&b).len(), 201);
+        assert_eq!(b.iter().last(), Some(CpuId(200)));
+    }
+}

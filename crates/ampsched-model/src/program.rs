@@ -1,0 +1,221 @@
+//! Workload programs: what a task (thread or vCPU) does, as a flat list of ops.
+//!
+//! Programs are compiled from `spec::OpSpec` (user units, nested loops) into this
+//! flat form, which the simulator interprets with a program counter and a loop
+//! stack. Work is measured in nanoseconds on a speed-1.0 core; a compute segment
+//! with memory-stall fraction `m` takes `work × ((1 − m)/s + m)` on a core of
+//! speed `s` (workloads.md).
+
+use crate::time::Nanos;
+use serde::Serialize;
+
+/// How a task waits for a barrier, lock or channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Wait {
+    /// Block (the task becomes idle: the hypervisor sees an idle vCPU).
+    Block,
+    /// Spin (stay runnable and burn CPU until the condition holds).
+    Spin,
+    /// Spin for up to this much CPU time, then block (libgomp's default).
+    SpinThenBlock(Nanos),
+}
+
+/// How a parallel loop's iterations are split among the tasks of its group.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum Schedule {
+    /// Each of the `n` tasks takes `work / n` up front.
+    Static,
+    /// Tasks take chunks of this size from a shared queue.
+    Dynamic {
+        /// Chunk size.
+        chunk: Nanos,
+    },
+    /// Tasks take `max(remaining / n, min_chunk)` from a shared queue.
+    Guided {
+        /// Smallest chunk.
+        min_chunk: Nanos,
+    },
+}
+
+/// One compiled operation.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum Op {
+    /// Run `work` (ns at speed 1.0) with memory-stall fraction `mem`.
+    Compute {
+        /// Work at speed 1.0.
+        work: Nanos,
+        /// Fraction of the time stalled on memory (does not scale with speed).
+        mem: f64,
+        /// Working set, KiB (for the migration refill cost).
+        ws_kb: u32,
+        /// Refill overlap factor (0 = streaming, misses anyway; 1 = full penalty).
+        overlap: f64,
+    },
+    /// Wait until every task of the sync group has arrived at barrier `id`.
+    Barrier {
+        /// Barrier id within the sync group.
+        id: u32,
+        /// How to wait.
+        wait: Wait,
+    },
+    /// Acquire lock `id`.
+    Lock {
+        /// Lock id within the sync group.
+        id: u32,
+        /// How to wait when it is held.
+        wait: Wait,
+    },
+    /// Release lock `id`.
+    Unlock {
+        /// Lock id within the sync group.
+        id: u32,
+    },
+    /// Block for a wall-clock duration (I/O).
+    Sleep {
+        /// Wall time.
+        dur: Nanos,
+    },
+    /// Start of a loop body executed `count` times; `end` is the index of its `LoopEnd`.
+    LoopStart {
+        /// Iterations (≥ 1).
+        count: u32,
+        /// Index of the matching `LoopEnd`.
+        end: u32,
+    },
+    /// End of a loop body; `start` is the index of its `LoopStart`.
+    LoopEnd {
+        /// Index of the matching `LoopStart`.
+        start: u32,
+    },
+    /// A parallel loop of `work` split among the group by `schedule`; the tasks
+    /// meet at an implicit barrier `barrier` afterwards.
+    ParFor {
+        /// Work-queue id within the sync group.
+        id: u32,
+        /// Total work of the loop at speed 1.0.
+        work: Nanos,
+        /// Partitioning.
+        schedule: Schedule,
+        /// Memory-stall fraction.
+        mem: f64,
+        /// Working set, KiB.
+        ws_kb: u32,
+        /// Refill overlap factor.
+        overlap: f64,
+        /// How to wait at the implicit barrier.
+        wait: Wait,
+    },
+    /// Put one item into bounded channel `chan` (waits while it holds `capacity` items).
+    Push {
+        /// Channel id within the sync group.
+        chan: u32,
+        /// Capacity of the channel.
+        capacity: u32,
+        /// How to wait while full.
+        wait: Wait,
+    },
+    /// Take one item from channel `chan` (waits while empty).
+    Pop {
+        /// Channel id within the sync group.
+        chan: u32,
+        /// How to wait while empty.
+        wait: Wait,
+    },
+    /// The task is done.
+    End,
+}
+
+/// A compiled program: ops ending with `Op::End`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Program {
+    /// The ops; the last one is `Op::End`.
+    pub ops: Vec<Op>,
+}
+
+impl Program {
+    /// A program that ends at once (an idle vCPU).
+    pub fn idle() -> Program {
+        Program { ops: vec![Op::End] }
+    }
+
+    /// Total work at speed 1.0 this program computes (loops unrolled, ParFor
+    /// counted whole, as if this one task did all of it): a size estimate.
+    pub fn total_work(&self) -> Nanos {
+        fn walk(ops: &[Op], i: &mut usize, stop: usize) -> u64 {
+            let mut sum = 0u64;
+            while *i < stop {
+                match &ops[*i] {
+                    Op::Compute { work, .. } | Op::ParFor { work, .. } => {
+                        sum += work.0;
+                        *i += 1;
+                    }
+                    Op::LoopStart { count, end } => {
+                        let end = *end as usize;
+                        let c = *count as u64;
+                        *i += 1;
+                        let body = walk(ops, i, end);
+                        sum += body * c;
+                        *i = end + 1;
+                    }
+                    _ => *i += 1,
+                }
+            }
+            sum
+        }
+        let mut i = 0;
+        Nanos(walk(&self.ops, &mut i, self.ops.len()))
+    }
+
+    /// Check structural validity: ends with `End`, loops matched, counts ≥ 1.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.ops.last() != Some(&Op::End) {
+            return Err("program must end with End".into());
+        }
+        for (i, op) in self.ops.iter().enumerate() {
+            match op {
+                Op::LoopStart { count, end } => {
+                    if *count == 0 {
+                        return Err(format!("op {i}: loop count must be ≥ 1"));
+                    }
+                    match self.ops.get(*end as usize) {
+                        Some(Op::LoopEnd { start }) if *start as usize == i => {}
+                        _ => return Err(format!("op {i}: loop end {end} does not match")),
+                    }
+                }
+                Op::Compute { mem, .. } | Op::ParFor { mem, .. } if !(0.0..1.0).contains(mem) => {
+                    return Err(format!("op {i}: mem must be in [0, 1), got {mem}"));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn total_work_unrolls_loops() {
+        // loop 10 × (compute 5 ms) + compute 1 ms = 51 ms
+        let p = Program {
+            ops: vec![
+                Op::LoopStart { count: 10, end: 2 },
+                Op::Compute { work: Nanos::from_ms(5), mem: 0.0, ws_kb: 0, overlap: 1.0 },
+                Op::LoopEnd { start: 0 },
+                Op::Compute { work: Nanos::from_ms(1), mem: 0.0, ws_kb: 0, overlap: 1.0 },
+                Op::End,
+            ],
+        };
+        p.validate().unwrap();
+        assert_eq!(p.total_work(), Nanos::from_ms(51));
+    }
+
+    #[test]
+    fn validate_rejects_unmatched_loops() {
+        let p = Program { ops: vec![Op::LoopStart { count: 1, end: 5 }, Op::End] };
+        assert!(p.validate().is_err());
+        assert!(Program { ops: vec![] }.validate().is_err());
+    }
+}

@@ -1,0 +1,560 @@
+//! The scenario file format (TOML), as plain serde types.
+//!
+//! Shapes only: loading, locating errors on lines and resolving names (models,
+//! policies) happen in `ampsched-sim::scenario`. Unknown fields are rejected so
+//! a typo never passes silently. Times are in the unit their field name says.
+
+use crate::error::ModelError;
+use crate::program::{Op, Program, Schedule, Wait};
+use crate::time::Nanos;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A free-form parameter value (policy and model parameters).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ParamValue {
+    /// true/false.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A string.
+    Str(String),
+    /// A list.
+    List(Vec<ParamValue>),
+}
+
+impl ParamValue {
+    /// As f64 if numeric.
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            ParamValue::Int(i) => Some(*i as f64),
+            ParamValue::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+    /// As a non-negative integer if it is one.
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            ParamValue::Int(i) if *i >= 0 => Some(*i as u64),
+            ParamValue::Float(f) if *f >= 0.0 && f.fract() == 0.0 => Some(*f as u64),
+            _ => None,
+        }
+    }
+    /// As bool.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            ParamValue::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+    /// As str.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            ParamValue::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+    /// A short type name for error messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ParamValue::Bool(_) => "a boolean",
+            ParamValue::Int(_) => "an integer",
+            ParamValue::Float(_) => "a float",
+            ParamValue::Str(_) => "a string",
+            ParamValue::List(_) => "a list",
+        }
+    }
+}
+
+/// Named parameters.
+pub type Params = BTreeMap<String, ParamValue>;
+
+/// A whole scenario file.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioSpec {
+    /// Short name (defaults to the file stem).
+    pub name: Option<String>,
+    /// One-paragraph description.
+    pub description: Option<String>,
+    /// First seed (runs use seed, seed+1, …). Default 1.
+    pub seed: Option<u64>,
+    /// Number of runs (seeds). Default 1.
+    pub runs: Option<u32>,
+    /// When to stop.
+    #[serde(default)]
+    pub stop: StopSpec,
+    /// Statistics interval for time series, ms. Default 1000.
+    pub stats_interval_ms: Option<f64>,
+    /// The machine.
+    pub machine: MachineSpec,
+    /// The fine-grained dispatcher. Default `credit`.
+    pub dispatcher: Option<PolicySpec>,
+    /// The periodic placer. Default `none`.
+    pub placer: Option<PolicySpec>,
+    /// Domains (VMs or processes).
+    #[serde(rename = "domain", default)]
+    pub domains: Vec<DomainSpec>,
+    /// Timed changes to domains.
+    #[serde(rename = "event", default)]
+    pub events: Vec<EventSpec>,
+}
+
+/// Stop condition: a fixed duration, or when every program is done (bounded by `max_s`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StopSpec {
+    /// Run exactly this long (seconds of simulated time).
+    pub duration_s: Option<f64>,
+    /// With no duration: stop when all programs are done, or at this bound. Default 3600.
+    pub max_s: Option<f64>,
+}
+
+/// A CPU class in a scenario.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassSpec {
+    /// Label.
+    pub name: String,
+    /// Speed factor (> 0).
+    pub speed: f64,
+}
+
+/// A group of identical CPUs.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuGroupSpec {
+    /// Class name.
+    pub class: String,
+    /// How many CPUs. Default 1.
+    pub count: Option<u32>,
+    /// Memory domain of these CPUs (default: by `machine.mem_domain_size`).
+    pub mem_domain: Option<u32>,
+    /// NUMA node (default: = memory domain).
+    pub numa: Option<u32>,
+}
+
+/// Noise on a set of CPUs: constant (`fraction`) or bursty (`on_ms`/`off_ms`).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoiseGroupSpec {
+    /// CPU list, e.g. "0" or "0-3".
+    pub cpus: String,
+    /// Constant fraction of time taken (0 ≤ f < 1).
+    pub fraction: Option<f64>,
+    /// Burst length, ms (bursty noise).
+    pub on_ms: Option<f64>,
+    /// Gap length, ms (bursty noise).
+    pub off_ms: Option<f64>,
+    /// Fraction during a burst.
+    pub fraction_on: Option<f64>,
+    /// Fraction between bursts. Default 0.
+    pub fraction_off: Option<f64>,
+    /// Exponentially distributed lengths (seeded). Default false.
+    pub random: Option<bool>,
+}
+
+/// Cache parameters (all optional; defaults in `topology`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheParamsSpec {
+    /// Private L2, KiB.
+    pub l2_kb: Option<u32>,
+    /// Shared LLC per memory domain, KiB.
+    pub llc_kb: Option<u32>,
+    /// LLC → L2 refill bandwidth, GB/s.
+    pub llc_refill_gbps: Option<f64>,
+    /// DRAM refill bandwidth, GB/s.
+    pub dram_refill_gbps: Option<f64>,
+}
+
+/// The machine section.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineSpec {
+    /// Classes. Default: fast = 2.0, slow = 1.0.
+    pub classes: Option<Vec<ClassSpec>>,
+    /// CPU groups, in id order.
+    pub cpus: Vec<CpuGroupSpec>,
+    /// CPUs per memory domain when groups do not say. Default: all in one.
+    pub mem_domain_size: Option<u32>,
+    /// Cache model.
+    #[serde(default)]
+    pub cache: CacheParamsSpec,
+    /// Noise.
+    #[serde(default)]
+    pub noise: Vec<NoiseGroupSpec>,
+}
+
+/// A policy choice with its parameters (flattened into the same table).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct PolicySpec {
+    /// Registered name (see `ampsched policies`).
+    pub name: String,
+    /// Parameters (checked against the policy's list).
+    #[serde(flatten)]
+    pub params: Params,
+}
+
+/// Administrator priority class of a domain.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PriorityClass {
+    /// Low priority.
+    Low,
+    /// The default.
+    #[default]
+    Normal,
+    /// High priority (AASH coarse priorities).
+    High,
+}
+
+/// Co-scheduling type of a domain (cosched.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CoschedType {
+    /// High throughput: plain scheduling.
+    #[default]
+    Hit,
+    /// Concurrent: co-schedule its vCPUs.
+    Con,
+}
+
+/// A domain (VM or process).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DomainSpec {
+    /// Unique name.
+    pub name: String,
+    /// Number of vCPUs / threads.
+    pub vcpus: u32,
+    /// Credit weight. Default 256.
+    pub weight: Option<u32>,
+    /// Cap in % of one CPU (0 = none). Default 0.
+    pub cap: Option<u32>,
+    /// Priority class. Default normal.
+    pub priority: Option<PriorityClass>,
+    /// Aware guest: the vCPU ids it considers "fast".
+    pub fast_vcpus: Option<Vec<u32>>,
+    /// Aware guest with the default fast ids `0..n_fast-1`.
+    pub aware: Option<bool>,
+    /// Co-scheduling type. Default hit.
+    pub cosched: Option<CoschedType>,
+    /// Sync group name: domains with the same group share barriers, locks and
+    /// channels (a program spanning VMs). Default: the domain's own name.
+    pub sync_group: Option<String>,
+    /// Hard affinity of every vCPU, CPU list. Default: all CPUs.
+    pub affinity: Option<String>,
+    /// One workload for the whole domain.
+    pub workload: Option<WorkloadSpec>,
+    /// Per-task workloads (vCPU i gets `tasks[i]`; the rest stay idle).
+    pub tasks: Option<Vec<WorkloadSpec>>,
+}
+
+/// A workload: a named model (with parameter overrides) or an inline program.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct WorkloadSpec {
+    /// Model name from the library (see `ampsched models`).
+    pub model: Option<String>,
+    /// An inline program.
+    pub program: Option<Vec<OpSpec>>,
+    /// Hard affinity (per-task workloads only), CPU list.
+    pub affinity: Option<String>,
+    /// Parameter overrides of the model.
+    #[serde(flatten)]
+    pub params: Params,
+}
+
+/// A timed change to a domain.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventSpec {
+    /// When, ms of simulated time.
+    pub at_ms: f64,
+    /// Domain name.
+    pub domain: String,
+    /// New co-scheduling type.
+    pub cosched: Option<CoschedType>,
+    /// New priority class.
+    pub priority: Option<PriorityClass>,
+    /// New weight.
+    pub weight: Option<u32>,
+}
+
+/// How a waiting op waits, in files.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitKind {
+    /// Block.
+    #[default]
+    Block,
+    /// Spin.
+    Spin,
+    /// Spin up to `spin_limit_us`, then block.
+    SpinThenBlock,
+}
+
+/// Loop partitioning, in files.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScheduleKind {
+    /// Equal shares up front.
+    #[default]
+    Static,
+    /// Fixed chunks from a shared queue.
+    Dynamic,
+    /// Shrinking chunks from a shared queue.
+    Guided,
+}
+
+/// An op as written in a scenario or model file.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum OpSpec {
+    /// `{ compute = { ms = 5, mem = 0.1, ws_kb = 512, overlap = 1.0 } }`
+    Compute {
+        /// Work at speed 1.0, ms.
+        ms: f64,
+        /// Memory-stall fraction, default 0.
+        #[serde(default)]
+        mem: f64,
+        /// Working set, KiB, default 0.
+        #[serde(default)]
+        ws_kb: u32,
+        /// Refill overlap factor, default 1.
+        overlap: Option<f64>,
+    },
+    /// `{ barrier = { id = 0, wait = "spin" } }`
+    Barrier {
+        /// Barrier id.
+        id: u32,
+        /// How to wait.
+        #[serde(default)]
+        wait: WaitKind,
+        /// Spin limit for spin-then-block, µs.
+        spin_limit_us: Option<f64>,
+    },
+    /// `{ lock = { id = 0, wait = "spin" } }`
+    Lock {
+        /// Lock id.
+        id: u32,
+        /// How to wait.
+        #[serde(default)]
+        wait: WaitKind,
+        /// Spin limit for spin-then-block, µs.
+        spin_limit_us: Option<f64>,
+    },
+    /// `{ unlock = { id = 0 } }`
+    Unlock {
+        /// Lock id.
+        id: u32,
+    },
+    /// `{ sleep = { ms = 2 } }`
+    Sleep {
+        /// Wall time, ms.
+        ms: f64,
+    },
+    /// `{ loop = { count = 10, body = [ … ] } }`
+    Loop {
+        /// Iterations.
+        count: u32,
+        /// Body.
+        body: Vec<OpSpec>,
+    },
+    /// `{ parfor = { id = 0, ms = 100, schedule = "dynamic", chunk_ms = 1 } }`
+    Parfor {
+        /// Work-queue id.
+        id: u32,
+        /// Total work at speed 1.0, ms.
+        ms: f64,
+        /// Partitioning, default static.
+        #[serde(default)]
+        schedule: ScheduleKind,
+        /// Chunk (dynamic) or minimum chunk (guided), ms. Default 1.
+        chunk_ms: Option<f64>,
+        /// Memory-stall fraction.
+        #[serde(default)]
+        mem: f64,
+        /// Working set, KiB.
+        #[serde(default)]
+        ws_kb: u32,
+        /// Refill overlap factor, default 1.
+        overlap: Option<f64>,
+        /// How to wait at the implicit barrier.
+        #[serde(default)]
+        wait: WaitKind,
+        /// Spin limit for spin-then-block, µs.
+        spin_limit_us: Option<f64>,
+    },
+    /// `{ push = { chan = 0, capacity = 4 } }`
+    Push {
+        /// Channel id.
+        chan: u32,
+        /// Capacity, default 1.
+        capacity: Option<u32>,
+        /// How to wait while full.
+        #[serde(default)]
+        wait: WaitKind,
+        /// Spin limit for spin-then-block, µs.
+        spin_limit_us: Option<f64>,
+    },
+    /// `{ pop = { chan = 0 } }`
+    Pop {
+        /// Channel id.
+        chan: u32,
+        /// How to wait while empty.
+        #[serde(default)]
+        wait: WaitKind,
+        /// Spin limit for spin-then-block, µs.
+        spin_limit_us: Option<f64>,
+    },
+}
+
+/// Default libgomp-like spin limit when `spin-then-block` gives none: 300 000
+/// spins ≈ 2 ms (workloads.md: 1.5-3 ms).
+pub const DEFAULT_SPIN_LIMIT_US: f64 = 2000.0;
+
+fn wait_of(kind: WaitKind, limit_us: Option<f64>, path: &str) -> Result<Wait, ModelError> {
+    Ok(match kind {
+        WaitKind::Block => Wait::Block,
+        WaitKind::Spin => Wait::Spin,
+        WaitKind::SpinThenBlock => {
+            let us = limit_us.unwrap_or(DEFAULT_SPIN_LIMIT_US);
+            if !(us.is_finite() && us >= 0.0) {
+                return Err(ModelError::new(format!("{path}.spin_limit_us"), format!("must be ≥ 0, got {us}")));
+            }
+            Wait::SpinThenBlock(Nanos::from_ms_f64(us / 1000.0))
+        }
+    })
+}
+
+fn nonneg(v: f64, path: String, what: &str) -> Result<f64, ModelError> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(ModelError::new(path, format!("{what} must be a finite number ≥ 0, got {v}")))
+    }
+}
+
+fn frac(v: f64, path: String) -> Result<f64, ModelError> {
+    if (0.0..1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(ModelError::new(path, format!("must be in [0, 1), got {v}")))
+    }
+}
+
+fn compile_into(ops: &[OpSpec], path: &str, out: &mut Vec<Op>) -> Result<(), ModelError> {
+    for (i, op) in ops.iter().enumerate() {
+        let p = format!("{path}[{i}]");
+        match op {
+            OpSpec::Compute { ms, mem, ws_kb, overlap } => out.push(Op::Compute {
+                work: Nanos::from_ms_f64(nonneg(*ms, format!("{p}.compute.ms"), "ms")?),
+                mem: frac(*mem, format!("{p}.compute.mem"))?,
+                ws_kb: *ws_kb,
+                overlap: frac_incl(overlap.unwrap_or(1.0), format!("{p}.compute.overlap"))?,
+            }),
+            OpSpec::Barrier { id, wait, spin_limit_us } => {
+                out.push(Op::Barrier { id: *id, wait: wait_of(*wait, *spin_limit_us, &format!("{p}.barrier"))? })
+            }
+            OpSpec::Lock { id, wait, spin_limit_us } => {
+                out.push(Op::Lock { id: *id, wait: wait_of(*wait, *spin_limit_us, &format!("{p}.lock"))? })
+            }
+            OpSpec::Unlock { id } => out.push(Op::Unlock { id: *id }),
+            OpSpec::Sleep { ms } => {
+                out.push(Op::Sleep { dur: Nanos::from_ms_f64(nonneg(*ms, format!("{p}.sleep.ms"), "ms")?) })
+            }
+            OpSpec::Loop { count, body } => {
+                if *count == 0 {
+                    return Err(ModelError::new(format!("{p}.loop.count"), "must be ≥ 1"));
+                }
+                let start = out.len();
+                out.push(Op::LoopStart { count: *count, end: 0 });
+                compile_into(body, &format!("{p}.loop.body"), out)?;
+                let end = out.len();
+                out.push(Op::LoopEnd { start: start as u32 });
+                out[start] = Op::LoopStart { count: *count, end: end as u32 };
+            }
+            OpSpec::Parfor { id, ms, schedule, chunk_ms, mem, ws_kb, overlap, wait, spin_limit_us } => {
+                let chunk = Nanos::from_ms_f64(nonneg(chunk_ms.unwrap_or(1.0), format!("{p}.parfor.chunk_ms"), "chunk_ms")?);
+                if *schedule != ScheduleKind::Static && chunk.0 == 0 {
+                    return Err(ModelError::new(format!("{p}.parfor.chunk_ms"), "must be > 0"));
+                }
+                out.push(Op::ParFor {
+                    id: *id,
+                    work: Nanos::from_ms_f64(nonneg(*ms, format!("{p}.parfor.ms"), "ms")?),
+                    schedule: match schedule {
+                        ScheduleKind::Static => Schedule::Static,
+                        ScheduleKind::Dynamic => Schedule::Dynamic { chunk },
+                        ScheduleKind::Guided => Schedule::Guided { min_chunk: chunk },
+                    },
+                    mem: frac(*mem, format!("{p}.parfor.mem"))?,
+                    ws_kb: *ws_kb,
+                    overlap: frac_incl(overlap.unwrap_or(1.0), format!("{p}.parfor.overlap"))?,
+                    wait: wait_of(*wait, *spin_limit_us, &format!("{p}.parfor"))?,
+                })
+            }
+            OpSpec::Push { chan, capacity, wait, spin_limit_us } => {
+                let capacity = capacity.unwrap_or(1);
+                if capacity == 0 {
+                    return Err(ModelError::new(format!("{p}.push.capacity"), "must be ≥ 1"));
+                }
+                out.push(Op::Push { chan: *chan, capacity, wait: wait_of(*wait, *spin_limit_us, &format!("{p}.push"))? })
+            }
+            OpSpec::Pop { chan, wait, spin_limit_us } => {
+                out.push(Op::Pop { chan: *chan, wait: wait_of(*wait, *spin_limit_us, &format!("{p}.pop"))? })
+            }
+        }
+    }
+    Ok(())
+}
+
+fn frac_incl(v: f64, path: String) -> Result<f64, ModelError> {
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(ModelError::new(path, format!("must be in [0, 1], got {v}")))
+    }
+}
+
+/// Compile ops from a file into a flat program; `path` prefixes error paths.
+pub fn compile_program(ops: &[OpSpec], path: &str) -> Result<Program, ModelError> {
+    let mut out = Vec::new();
+    compile_into(ops, path, &mut out)?;
+    out.push(Op::End);
+    let p = Program { ops: out };
+    p.validate().map_err(|m| ModelError::new(path, m))?;
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compile_nested_loops() {
+        let ops = vec![OpSpec::Loop {
+            count: 3,
+            body: vec![
+                OpSpec::Compute { ms: 2.0, mem: 0.1, ws_kb: 0, overlap: None },
+                OpSpec::Barrier { id: 0, wait: WaitKind::SpinThenBlock, spin_limit_us: Some(100.0) },
+            ],
+        }];
+        let p = compile_program(&ops, "program").unwrap();
+        assert_eq!(p.ops.len(), 5);
+        assert_eq!(p.ops[0], Op::LoopStart { count: 3, end: 3 });
+        assert_eq!(p.ops[2], Op::Barrier { id: 0, wait: Wait::SpinThenBlock(Nanos::from_us(100)) });
+        // 3 × 2 ms
+        assert_eq!(p.total_work(), Nanos::from_ms(6));
+    }
+
+    #[test]
+    fn compile_rejects_bad_values_with_path() {
+        let ops = vec![OpSpec::Compute { ms: 1.0, mem: 1.5, ws_kb: 0, overlap: None }];
+        let e = compile_program(&ops, "domain[0].workload.program").unwrap_err();
+        assert_eq!(e.path, "domain[0].workload.program[0].compute.mem");
+    }
+}

@@ -1,0 +1,236 @@
+//! The machine: CPUs with speed classes, memory domains, NUMA nodes and noise.
+
+use crate::cpuset::CpuSet;
+use crate::ids::CpuId;
+use crate::time::Nanos;
+use serde::{Deserialize, Serialize};
+
+/// A class of CPUs sharing one speed factor (e.g. "fast" = 2.0, "slow" = 1.0).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CpuClass {
+    /// Label shown in outputs.
+    pub name: String,
+    /// Speed relative to a speed-1.0 core (compute work scales with it).
+    pub speed: f64,
+}
+
+/// Interrupt/OS noise stealing part of a CPU's time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+pub enum NoiseSpec {
+    /// No noise.
+    #[default]
+    None,
+    /// A constant fraction of the CPU (0 ≤ f < 1).
+    Constant {
+        /// Fraction of time taken by noise.
+        fraction: f64,
+    },
+    /// Alternating bursts: `fraction_on` for `on`, then `fraction_off` for `off`.
+    Bursty {
+        /// Noise fraction during a burst.
+        fraction_on: f64,
+        /// Noise fraction between bursts.
+        fraction_off: f64,
+        /// Mean burst length.
+        on: Nanos,
+        /// Mean gap length.
+        off: Nanos,
+        /// Draw lengths from an exponential distribution (seeded) instead of fixed.
+        random: bool,
+    },
+}
+
+impl NoiseSpec {
+    /// The long-run average noise fraction.
+    pub fn mean_fraction(&self) -> f64 {
+        match self {
+            NoiseSpec::None => 0.0,
+            NoiseSpec::Constant { fraction } => *fraction,
+            NoiseSpec::Bursty { fraction_on, fraction_off, on, off, .. } => {
+                let t = (on.0 + off.0) as f64;
+                if t == 0.0 {
+                    0.0
+                } else {
+                    (fraction_on * on.0 as f64 + fraction_off * off.0 as f64) / t
+                }
+            }
+        }
+    }
+}
+
+/// One CPU of the machine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CpuInfo {
+    /// Its id (= index).
+    pub id: CpuId,
+    /// Index into `Topology::classes`.
+    pub class: usize,
+    /// Speed factor (copied from its class).
+    pub speed: f64,
+    /// Memory domain: CPUs sharing a last-level cache.
+    pub mem_domain: u32,
+    /// NUMA node.
+    pub numa: u32,
+    /// Noise on this CPU.
+    pub noise: NoiseSpec,
+}
+
+/// Cache parameters for the migration refill cost (see workloads.md).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CacheSpec {
+    /// Private L2 per CPU, KiB.
+    pub l2_kb: u32,
+    /// Shared last-level cache per memory domain, KiB.
+    pub llc_kb: u32,
+    /// Refill bandwidth from the LLC into L2, bytes per ns (= GB/s).
+    pub llc_refill_gbps: f64,
+    /// Refill bandwidth from DRAM, bytes per ns (= GB/s).
+    pub dram_refill_gbps: f64,
+}
+
+/// L2 of the paper's Opteron 2350: 512 KiB private.
+pub const DEFAULT_L2_KB: u32 = 512;
+/// L3 of the paper's Opteron 2350: 2 MiB per chip (memory domain).
+pub const DEFAULT_LLC_KB: u32 = 2048;
+/// 512 KiB from LLC in ≈ 75 µs (workloads.md: 50-100 µs) ≈ 7 GB/s.
+pub const DEFAULT_LLC_REFILL_GBPS: f64 = 7.0;
+/// 2.5 MiB from DRAM in ≈ 1.1 ms (workloads.md: 0.5-1.7 ms) ≈ 2.4 GB/s.
+pub const DEFAULT_DRAM_REFILL_GBPS: f64 = 2.4;
+
+impl Default for CacheSpec {
+    fn default() -> Self {
+        CacheSpec {
+            l2_kb: DEFAULT_L2_KB,
+            llc_kb: DEFAULT_LLC_KB,
+            llc_refill_gbps: DEFAULT_LLC_REFILL_GBPS,
+            dram_refill_gbps: DEFAULT_DRAM_REFILL_GBPS,
+        }
+    }
+}
+
+impl CacheSpec {
+    /// Stall time to refill `ws_kb` of working set after a migration, scaled by `overlap`
+    /// (0 = streaming program that misses anyway, 1 = full penalty).
+    pub fn refill_cost(&self, ws_kb: u32, overlap: f64, across_mem_domains: bool) -> Nanos {
+        let (kb, gbps) = if across_mem_domains {
+            (ws_kb.min(self.l2_kb + self.llc_kb), self.dram_refill_gbps)
+        } else {
+            (ws_kb.min(self.l2_kb), self.llc_refill_gbps)
+        };
+        let bytes = kb as f64 * 1024.0;
+        Nanos((bytes / gbps * overlap.clamp(0.0, 1.0)).round() as u64)
+    }
+}
+
+/// The whole machine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Topology {
+    /// CPU classes in declaration order.
+    pub classes: Vec<CpuClass>,
+    /// CPUs, indexed by id.
+    pub cpus: Vec<CpuInfo>,
+    /// Cache model for migration costs.
+    pub cache: CacheSpec,
+    /// Index of the fastest class (the AASH "fast" cores).
+    pub fast_class: usize,
+    /// CPUs of the fastest class.
+    pub fast_cpus: CpuSet,
+    /// All CPUs.
+    pub all: CpuSet,
+    /// CPUs of each memory domain, indexed by memory-domain id.
+    pub mem_domains: Vec<CpuSet>,
+    /// CPUs of each NUMA node, indexed by node id.
+    pub numa_nodes: Vec<CpuSet>,
+}
+
+impl Topology {
+    /// Build from classes and CPUs, computing the derived sets. CPU ids must be `0..n`.
+    pub fn new(classes: Vec<CpuClass>, cpus: Vec<CpuInfo>, cache: CacheSpec) -> Topology {
+        let mut fast_class = 0;
+        for (i, c) in classes.iter().enumerate() {
+            if c.speed > classes[fast_class].speed {
+                fast_class = i;
+            }
+        }
+        let all = CpuSet::first_n(cpus.len());
+        let fast_cpus = CpuSet::from_cpus(cpus.iter().filter(|c| c.class == fast_class).map(|c| c.id));
+        let nmd = cpus.iter().map(|c| c.mem_domain as usize + 1).max().unwrap_or(0);
+        let nnuma = cpus.iter().map(|c| c.numa as usize + 1).max().unwrap_or(0);
+        let mut mem_domains = vec![CpuSet::new(); nmd];
+        let mut numa_nodes = vec![CpuSet::new(); nnuma];
+        for c in &cpus {
+            mem_domains[c.mem_domain as usize].insert(c.id);
+            numa_nodes[c.numa as usize].insert(c.id);
+        }
+        Topology { classes, cpus, cache, fast_class, fast_cpus, all, mem_domains, numa_nodes }
+    }
+
+    /// A simple machine: `n_fast` CPUs of speed `fast` then `n_slow` of speed `slow`,
+    /// `per_mem_domain` CPUs per memory domain (one NUMA node per memory domain).
+    pub fn fast_slow(n_fast: usize, fast: f64, n_slow: usize, slow: f64, per_mem_domain: usize) -> Topology {
+        let classes = vec![
+            CpuClass { name: "fast".into(), speed: fast },
+            CpuClass { name: "slow".into(), speed: slow },
+        ];
+        let per = per_mem_domain.max(1);
+        let cpus = (0..n_fast + n_slow)
+            .map(|i| {
+                let class = if i < n_fast { 0 } else { 1 };
+                CpuInfo {
+                    id: CpuId(i as u32),
+                    class,
+                    speed: classes[class].speed,
+                    mem_domain: (i / per) as u32,
+                    numa: (i / per) as u32,
+                    noise: NoiseSpec::None,
+                }
+            })
+            .collect();
+        Topology::new(classes, cpus, CacheSpec::default())
+    }
+
+    /// Number of CPUs.
+    #[inline]
+    pub fn ncpus(&self) -> usize {
+        self.cpus.len()
+    }
+
+    /// True when the CPU belongs to the fastest class.
+    #[inline]
+    pub fn is_fast(&self, c: CpuId) -> bool {
+        self.cpus[c.idx()].class == self.fast_class
+    }
+
+    /// True when every CPU has the same speed.
+    pub fn is_symmetric(&self) -> bool {
+        self.cpus.windows(2).all(|w| w[0].speed == w[1].speed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_slow_machine() {
+        let t = Topology::fast_slow(1, 2.0, 7, 1.0, 4);
+        assert_eq!(t.ncpus(), 8);
+        assert_eq!(t.fast_cpus.to_list(), "0");
+        assert_eq!(t.mem_domains.len(), 2);
+        assert_eq!(t.mem_domains[1].to_list(), "4-7");
+        assert!(t.is_fast(CpuId(0)) && !t.is_fast(CpuId(1)));
+    }
+
+    #[test]
+    fn refill_cost_matches_spec_ranges() {
+        let c = CacheSpec::default();
+        // within a memory domain: 512 KiB / 7 GB/s = 524288 / 7 ≈ 74.9 µs (spec: 50-100 µs)
+        let local = c.refill_cost(8192, 1.0, false);
+        assert!((50_000..=100_000).contains(&local.0), "{local:?}");
+        // across: (512 + 2048) KiB / 2.4 GB/s = 2621440 / 2.4 ≈ 1.09 ms (spec: 0.5-1.7 ms)
+        let remote = c.refill_cost(8192, 1.0, true);
+        assert!((500_000..=1_700_000).contains(&remote.0), "{remote:?}");
+        // a streaming program (overlap 0) pays nothing
+        assert_eq!(c.refill_cost(8192, 0.0, true), Nanos(0));
+    }
+}

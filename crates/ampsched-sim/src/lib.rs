@@ -1,0 +1,3 @@
+//! ampsched-sim: a deterministic discrete-event simulator of asymmetric hosts.
+
+pub mod library;

@@ -1,0 +1,1 @@
+//! Workload model library (being written).
