@@ -1,1 +1,228 @@
-fn main() {}
+//! The `ampsched` command. Thin: parse arguments, call the library crates, print.
+
+use ampsched_model::spec::{Params, PolicySpec};
+use ampsched_policy::{DISPATCHERS, PLACERS};
+use ampsched_sim::bench;
+use ampsched_sim::runner::{run_all, run_one, Job};
+use ampsched_sim::{Library, Scenario, SimOutput, SCHEMA};
+use clap::{Parser, Subcommand};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Asymmetry-aware scheduling for heterogeneous multicores: simulate, deploy, analyse.
+#[derive(Parser)]
+#[command(name = "ampsched", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Simulate a scenario file and print a table (and JSON with --json).
+    Sim {
+        /// Scenario file (TOML).
+        scenario: PathBuf,
+        /// Dispatcher to use instead of the file's (the file's parameters are kept only for the same name).
+        #[arg(long)]
+        dispatcher: Option<String>,
+        /// Placer to use instead of the file's.
+        #[arg(long)]
+        placer: Option<String>,
+        /// First seed (default: the file's, else 1).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Number of runs, seeds seed..seed+runs (default: the file's, else 1).
+        #[arg(long)]
+        runs: Option<u32>,
+        /// Write the results as JSON (schema ampsched.sim/1) to this file ("-" = stdout).
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Worker threads for several runs (0 = all cores).
+        #[arg(long, default_value_t = 0)]
+        jobs: usize,
+        /// Print no table.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// List every dispatcher and placer with its parameters and defaults.
+    Policies,
+    /// List the workload model library and the templates' parameters.
+    Models,
+    /// Benchmark the simulator on fixed cases (prints figures).
+    Bench {
+        /// Only these cases (S, M, L, XL); default all.
+        #[arg(long)]
+        case: Vec<String>,
+        /// Run one case in this process and print one JSON line (used by the parent).
+        #[arg(long, hide = true)]
+        child: bool,
+    },
+}
+
+fn policy_override(name: Option<String>, file: &PolicySpec) -> Option<PolicySpec> {
+    name.map(|n| {
+        let params = if n == file.name { file.params.clone() } else { Params::new() };
+        PolicySpec { name: n, params }
+    })
+}
+
+fn progress_bar(enabled: bool) -> impl Fn(usize, usize) + Sync {
+    move |done, total| {
+        if !enabled {
+            return;
+        }
+        let width = 30;
+        let filled = done * width / total.max(1);
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "\r[{}{}] {done}/{total} runs", "#".repeat(filled), " ".repeat(width - filled));
+        if done == total {
+            let _ = writeln!(err);
+        }
+        let _ = err.flush();
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cmd_sim(
+    path: PathBuf,
+    dispatcher: Option<String>,
+    placer: Option<String>,
+    seed: Option<u64>,
+    runs: Option<u32>,
+    json: Option<PathBuf>,
+    jobs: usize,
+    quiet: bool,
+) -> Result<(), String> {
+    let lib = Library::builtin();
+    let sc = Scenario::load(&path, &lib).map_err(|e| e.to_string())?;
+    let d = policy_override(dispatcher, &sc.dispatcher);
+    let p = policy_override(placer, &sc.placer);
+    let first = seed.unwrap_or(sc.seed);
+    let n = runs.unwrap_or(sc.runs);
+    if n == 0 {
+        return Err("--runs must be ≥ 1".into());
+    }
+    // Validate overrides once before starting (clear error, no partial output).
+    sc.config(first, d.as_ref(), p.as_ref()).map_err(|e| format!("{} (from the command line)", e.msg))?;
+    let jobs_v: Vec<Job> = (0..n as u64)
+        .map(|i| Job { scenario: &sc, seed: first + i, dispatcher: d.clone(), placer: p.clone() })
+        .collect();
+    let results = if jobs_v.len() == 1 {
+        vec![run_one(&jobs_v[0])]
+    } else {
+        run_all(&jobs_v, jobs, progress_bar(std::io::stderr().is_terminal()))
+    };
+    let runs: Vec<_> = results.into_iter().collect::<Result<_, _>>().map_err(|e| e.to_string())?;
+    if !quiet {
+        for r in &runs {
+            println!("{}", r.table());
+        }
+    }
+    if let Some(out) = json {
+        let doc = SimOutput { schema: SCHEMA, runs };
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        if out.as_os_str() == "-" {
+            println!("{text}");
+        } else {
+            std::fs::write(&out, text + "\n").map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn cmd_policies() {
+    for (kind, list) in [("dispatcher", DISPATCHERS), ("placer", PLACERS)] {
+        for p in list {
+            println!("{kind} {:<12} {}", p.name, p.doc);
+            for d in p.params {
+                println!("    {:<22} default {:<16} {}", d.name, d.default, d.doc);
+            }
+        }
+    }
+}
+
+fn cmd_models() {
+    let lib = Library::builtin();
+    println!("{:<16} {:<14} {:<12} description (source)", "model", "suite", "template");
+    for m in lib.entries() {
+        println!("{:<16} {:<14} {:<12} {} ({})", m.name, m.suite, m.template, m.description, m.source);
+    }
+    println!();
+    println!("templates (any parameter can be overridden in a scenario's workload table):");
+    for t in Library::templates() {
+        println!("  {:<12} {}", t.name, t.doc);
+        for (name, default, doc) in &t.params {
+            println!("      {:<18} default {:<10} {}", name, default, doc);
+        }
+    }
+}
+
+fn cmd_bench(only: Vec<String>, child: bool) -> Result<(), String> {
+    let cases = bench::cases();
+    for c in &only {
+        if !cases.iter().any(|k| k.name.eq_ignore_ascii_case(c)) {
+            return Err(format!("unknown bench case `{c}`; known: S, M, L, XL"));
+        }
+    }
+    let selected: Vec<_> = cases.iter().filter(|c| only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(c.name))).collect();
+    if child {
+        let lib = Library::builtin();
+        for case in selected {
+            let sc = bench::scenario(case, &lib).map_err(|e| e.to_string())?;
+            let job = Job { scenario: &sc, seed: 1, dispatcher: None, placer: None };
+            let t0 = Instant::now();
+            let r = run_one(&job).map_err(|e| e.to_string())?;
+            let wall = t0.elapsed().as_secs_f64();
+            let peak = bench::peak_rss_bytes().unwrap_or(0);
+            println!("{{\"case\":\"{}\",\"wall_s\":{wall},\"sim_s\":{},\"events\":{},\"peak_bytes\":{peak}}}", case.name, r.end_ns as f64 / 1e9, r.events);
+        }
+        return Ok(());
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
+    println!("{:<4} {:>9} {:>12} {:>14} {:>10}  case", "case", "wall_s", "sim_s/wall_s", "events/wall_s", "peak_MB");
+    for case in selected {
+        // Each case in a fresh process so its peak memory is its own.
+        let out = std::process::Command::new(&exe)
+            .args(["bench", "--child", "--case", case.name])
+            .output()
+            .map_err(|e| format!("cannot run bench child: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("bench case {} failed: {}", case.name, String::from_utf8_lossy(&out.stderr)));
+        }
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("bench child output: {e}"))?;
+        let wall = v["wall_s"].as_f64().unwrap_or(0.0);
+        let sim = v["sim_s"].as_f64().unwrap_or(0.0);
+        let ev = v["events"].as_f64().unwrap_or(0.0);
+        let peak = v["peak_bytes"].as_f64().unwrap_or(0.0) / 1e6;
+        println!("{:<4} {:>9.2} {:>12.1} {:>14.0} {:>10.1}  {}", case.name, wall, sim / wall, ev / wall, peak, case.about);
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Sim { scenario, dispatcher, placer, seed, runs, json, jobs, quiet } => {
+            cmd_sim(scenario, dispatcher, placer, seed, runs, json, jobs, quiet)
+        }
+        Cmd::Policies => {
+            cmd_policies();
+            Ok(())
+        }
+        Cmd::Models => {
+            cmd_models();
+            Ok(())
+        }
+        Cmd::Bench { case, child } => cmd_bench(case, child),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ampsched: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,1 +1,19 @@
-//! policy
+//! ampsched-policy: the scheduling brains, pure and deterministic.
+//!
+//! Two levels of decision (ARCHITECTURE.md): a [`Dispatcher`] decides which
+//! task runs on a CPU now and for how long (simulator only); a [`Placer`]
+//! periodically turns a [`Snapshot`] into affinity changes (simulator and the
+//! real agent). Policies never read clocks or do I/O: time comes in as an
+//! argument and effects go out as values.
+
+pub mod credit;
+pub mod dispatcher;
+pub mod noop;
+pub mod params;
+pub mod placer;
+pub mod registry;
+
+pub use dispatcher::{Dispatcher, DomainView, Effects, Pick, SysView, TaskView};
+pub use params::{ParamDoc, ParamReader, PolicyError};
+pub use placer::{AffinityChange, CpuSample, DomainSample, Placer, Snapshot, TaskSample};
+pub use registry::{dispatcher_by_name, placer_by_name, PolicyInfo, DISPATCHERS, PLACERS};

@@ -1,3 +1,14 @@
-//! ampsched-sim: a deterministic discrete-event simulator of asymmetric hosts.
+//! ampsched-sim: a deterministic discrete-event simulator of asymmetric hosts
+//! running VMs and parallel programs under a Dispatcher and an optional Placer.
 
+pub mod bench;
+pub mod engine;
 pub mod library;
+pub mod results;
+pub mod runner;
+pub mod scenario;
+
+pub use engine::{Sim, SimConfig, TaskInit};
+pub use library::Library;
+pub use results::{RunResult, SimOutput, SCHEMA};
+pub use scenario::{Scenario, ScenarioError, Stop};

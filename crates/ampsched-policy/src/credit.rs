@@ -1,0 +1,874 @@
+//! `credit` and `xen40`: the Xen credit scheduler (credit1), the baseline.
+//!
+//! Design (credit.md; Xen `xen/common/sched/credit.c`, and `sched_credit.c`
+//! of Xen 4.0 for the `xen40` profile):
+//! - Each vCPU holds credits; 1 credit = 100 µs of running (10 credits/ms).
+//!   Running burns credits exactly, with a sub-credit residual carried over
+//!   (`xen40`: rounded to the nearest credit, remainder carried in the start
+//!   time).
+//! - Every accounting period (= the 30 ms timeslice) a pool of
+//!   `300 × ncpus` credits is shared among *active* domains in proportion to
+//!   weight × active vCPUs (`xen40`: weight once per domain), each domain
+//!   capped at `300 × active vCPUs` (and by its cap), surplus handed on.
+//!   Afterwards credit < 0 → OVER (clipped at −300; a capped vCPU below
+//!   −cap is parked), credit ≥ 0 → UNDER, credit > 300 → leaves the active
+//!   list with its credit halved (`xen40`: reset to 0).
+//! - A per-CPU tick (every slice / 3 = 10 ms) on a busy CPU burns credit,
+//!   drops BOOST to UNDER and (re)activates the vCPU: only a tick that finds
+//!   a vCPU running makes it active, so a vCPU that always blocks before a
+//!   tick earns no credit. The tick may also move the vCPU to a better pCPU
+//!   (an idle one in a less loaded memory domain: rule 10, without SMT).
+//! - Waking UNDER vCPUs become BOOST and are queued on the pCPU they last ran
+//!   on; the waker tickles that pCPU if it is idle (or, with no idlers, if
+//!   BOOST beats what runs there), else one idle pCPU in the vCPU's affinity,
+//!   rotating (`xen40`: preempt when higher priority, and tickle all idlers).
+//! - Runqueues are ordered by priority (BOOST > UNDER > OVER), FIFO within
+//!   one; a pCPU whose head is OVER or that would idle steals the first
+//!   strictly-higher-priority, not-running, allowed vCPU from a peer with
+//!   more than one runnable vCPU, same NUMA node first, rotating the start
+//!   (`xen40`: one pass from cpu+1). A chosen vCPU runs one full timeslice
+//!   whatever its credit; ratelimit (1 ms) keeps a vCPU that ran less than
+//!   that (`xen40`: no ratelimit).
+//!
+//! Invariants (debug-asserted): a vCPU is on at most one runqueue and never
+//! queued while running; `nr_runnable[c]` = queued + running on `c`; the
+//! credit total of an accounting period is what the pool hands out.
+//!
+//! Departure from the source, on purpose: the current Xen `burn_credits`
+//! both advances `start_time` by the credited time and keeps a residual, so
+//! the sub-credit remainder is charged twice; we charge it once (exact).
+
+use crate::dispatcher::{Dispatcher, Effects, Pick, SysView};
+use crate::params::{ParamDoc, ParamReader, PolicyError};
+use ampsched_model::spec::Params;
+use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, TaskId, Topology};
+
+/// Co-scheduling priority (BCS), above BOOST.
+pub const PRI_COS: i8 = 1;
+/// Time-share waking up.
+pub const PRI_BOOST: i8 = 0;
+/// Time-share with credits.
+pub const PRI_UNDER: i8 = -1;
+/// Time-share without credits.
+pub const PRI_OVER: i8 = -2;
+/// The idle vCPU.
+pub const PRI_IDLE: i8 = -64;
+
+/// Credits earned per millisecond of a period (Xen CSCHED_CREDITS_PER_MSEC).
+pub const CREDITS_PER_MSEC: u64 = 10;
+/// Default timeslice and accounting period: Xen's 30 ms.
+pub const DEFAULT_TSLICE: Nanos = Nanos::from_ms(30);
+/// Default ratelimit: Xen's 1000 µs minimum run before preemption.
+pub const DEFAULT_RATELIMIT: Nanos = Nanos::from_us(1000);
+/// Xen never sets a scheduling timer shorter than this (CSCHED_MIN_TIMER = 100 µs).
+pub const MIN_TIMER: Nanos = Nanos::from_us(100);
+/// Default vCPU migration delay: 0, as in Xen (no cache-hot check).
+pub const DEFAULT_MIGRATION_DELAY: Nanos = Nanos::ZERO;
+
+/// Which Xen's rules to follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// Current Xen (default).
+    Current,
+    /// Xen 4.0, as run by the seed papers (see module docs).
+    Xen40,
+}
+
+/// Tunables of the credit scheduler.
+#[derive(Clone, Debug)]
+pub struct CreditParams {
+    /// Timeslice = accounting period.
+    pub tslice: Nanos,
+    /// Minimum run before preemption (0 = off; always off in `xen40`).
+    pub ratelimit: Nanos,
+    /// Rule profile.
+    pub profile: Profile,
+    /// Let the tick move a running vCPU to a better pCPU (rule 10).
+    pub tick_migrate: bool,
+    /// A vCPU that ran this recently is cache-hot and not stolen.
+    pub migration_delay: Nanos,
+}
+
+/// Parameters of `credit` / `xen40` as shown by `ampsched policies`.
+pub const CREDIT_PARAMS: &[ParamDoc] = &[
+    ParamDoc { name: "tslice_ms", default: "30", doc: "timeslice and accounting period, ms (Xen: 1..1000)" },
+    ParamDoc { name: "ratelimit_us", default: "1000 (xen40: 0)", doc: "minimum run before preemption, µs; 0 = off" },
+    ParamDoc { name: "tick_migrate", default: "true", doc: "tick may move a running vCPU to an idle pCPU in a less loaded memory domain" },
+    ParamDoc { name: "migration_delay_us", default: "0", doc: "a vCPU that ran within this time is cache-hot and not stolen" },
+];
+
+impl CreditParams {
+    /// Defaults for a profile.
+    pub fn defaults(profile: Profile) -> CreditParams {
+        CreditParams {
+            tslice: DEFAULT_TSLICE,
+            ratelimit: if profile == Profile::Xen40 { Nanos::ZERO } else { DEFAULT_RATELIMIT },
+            profile,
+            tick_migrate: true,
+            migration_delay: DEFAULT_MIGRATION_DELAY,
+        }
+    }
+
+    /// Read from scenario parameters.
+    pub fn from_params(policy: &str, profile: Profile, params: &Params, docs: &'static [ParamDoc]) -> Result<CreditParams, PolicyError> {
+        let d = CreditParams::defaults(profile);
+        let r = ParamReader::new(policy, params, docs)?;
+        let tslice = r.ms("tslice_ms", d.tslice, 1.0, 1000.0)?;
+        let ratelimit = r.us("ratelimit_us", d.ratelimit, 0.0, 500_000.0)?;
+        if ratelimit > tslice {
+            return Err(PolicyError { param: "ratelimit_us".into(), msg: "must not exceed the timeslice".into() });
+        }
+        Ok(CreditParams {
+            tslice,
+            ratelimit: if profile == Profile::Xen40 { Nanos::ZERO } else { ratelimit },
+            profile,
+            tick_migrate: r.bool("tick_migrate", d.tick_migrate)?,
+            migration_delay: r.us("migration_delay_us", d.migration_delay, 0.0, 1_000_000.0)?,
+        })
+    }
+
+    /// Ticks per timeslice: 3, or 1 when the slice is shorter than 3 ms (Xen).
+    pub fn ticks_per_tslice(&self) -> u64 {
+        if self.tslice < Nanos::from_ms(3) {
+            1
+        } else {
+            3
+        }
+    }
+}
+
+/// Per-vCPU scheduler state (Xen `struct csched_unit`).
+#[derive(Clone, Debug)]
+pub struct Vcpu {
+    /// Credit balance.
+    pub credit: i32,
+    residual: u64,
+    /// Charged up to here while running.
+    start: Nanos,
+    /// When it was last picked (for ratelimit).
+    run_since: Nanos,
+    /// When it last stopped running (for the cache-hot check).
+    last_sched: Nanos,
+    /// Priority (PRI_*).
+    pub pri: i8,
+    /// Parked: over its cap, not runnable until credit ≥ 0.
+    pub parked: bool,
+    /// On its domain's active list.
+    pub active: bool,
+    /// On a runqueue.
+    pub on_runq: bool,
+    /// Runnable as far as the scheduler knows.
+    pub runnable: bool,
+    /// Its pCPU (runqueue it is or will be on).
+    pub cpu: CpuId,
+    /// A better pCPU chosen at tick: move there at the next deschedule.
+    migrate_to: Option<CpuId>,
+}
+
+/// Counters reported in results.
+#[derive(Clone, Debug, Default)]
+pub struct CreditStats {
+    /// vCPUs taken from a peer's runqueue.
+    pub steals: u64,
+    /// vCPUs moved by the tick's placement check.
+    pub tick_migrations: u64,
+    /// BOOSTs granted on wake.
+    pub boosts: u64,
+    /// Accounting periods run.
+    pub accountings: u64,
+}
+
+/// The credit scheduler's state (Xen `struct csched_private` and friends).
+pub struct Credit {
+    /// Tunables.
+    pub p: CreditParams,
+    name: &'static str,
+    credits_per_tslice: i32,
+    /// Per task.
+    pub vc: Vec<Vcpu>,
+    dom_active: Vec<u32>,
+    dom_weight: Vec<u32>,
+    dom_cap: Vec<u32>,
+    dom_listed: Vec<bool>,
+    active_doms: Vec<DomainId>,
+    /// Per CPU: queued vCPUs, highest priority first.
+    pub runq: Vec<Vec<TaskId>>,
+    /// Per CPU: queued + running.
+    pub nr_runnable: Vec<u32>,
+    runq_sort_last: Vec<u32>,
+    runq_sort: u32,
+    /// pCPUs idling (and not yet tickled).
+    pub idlers: CpuSet,
+    /// pCPUs with more than one runnable vCPU (steal candidates).
+    overloaded: CpuSet,
+    weight_total: u64,
+    credit_pool: u32,
+    credit_balance: i32,
+    balance_bias: Vec<CpuId>,
+    last_tickle: CpuId,
+    next_init_cpu: usize,
+    /// Counters.
+    pub stats: CreditStats,
+}
+
+impl Credit {
+    /// A credit scheduler for `topo`.
+    pub fn new(name: &'static str, p: CreditParams, topo: &Topology) -> Credit {
+        let n = topo.ncpus();
+        let credits_per_tslice = (CREDITS_PER_MSEC * p.tslice.0 / 1_000_000) as i32;
+        Credit {
+            name,
+            credits_per_tslice,
+            vc: Vec::new(),
+            dom_active: Vec::new(),
+            dom_weight: Vec::new(),
+            dom_cap: Vec::new(),
+            dom_listed: Vec::new(),
+            active_doms: Vec::new(),
+            runq: vec![Vec::new(); n],
+            nr_runnable: vec![0; n],
+            runq_sort_last: vec![0; n],
+            runq_sort: 0,
+            idlers: topo.all,
+            overloaded: CpuSet::new(),
+            weight_total: 0,
+            credit_pool: credits_per_tslice as u32 * n as u32,
+            credit_balance: 0,
+            balance_bias: topo.numa_nodes.iter().map(|s| s.first().unwrap_or(CpuId(0))).collect(),
+            last_tickle: CpuId(0),
+            next_init_cpu: 0,
+            stats: CreditStats::default(),
+            p,
+        }
+    }
+
+    /// Credits handed out per vCPU-timeslice (300 at 30 ms).
+    pub fn credits_per_tslice(&self) -> i32 {
+        self.credits_per_tslice
+    }
+
+    fn set_nr(&mut self, cpu: CpuId, n: u32) {
+        self.nr_runnable[cpu.idx()] = n;
+        if n > 1 {
+            self.overloaded.insert(cpu);
+        } else {
+            self.overloaded.remove(cpu);
+        }
+    }
+    fn inc_nr(&mut self, cpu: CpuId) {
+        let n = self.nr_runnable[cpu.idx()] + 1;
+        self.set_nr(cpu, n);
+    }
+    fn dec_nr(&mut self, cpu: CpuId) {
+        let n = self.nr_runnable[cpu.idx()];
+        debug_assert!(n >= 1, "nr_runnable underflow on {cpu}");
+        self.set_nr(cpu, n.saturating_sub(1));
+    }
+
+    /// Xen `__runq_insert`: before the first vCPU of strictly lower priority.
+    pub fn runq_insert_raw(&mut self, t: TaskId) {
+        let v = &self.vc[t.idx()];
+        debug_assert!(!v.on_runq, "{t} queued twice");
+        let (cpu, pri) = (v.cpu, v.pri);
+        let q = &self.runq[cpu.idx()];
+        let pos = q.iter().position(|o| pri > self.vc[o.idx()].pri).unwrap_or(q.len());
+        self.runq[cpu.idx()].insert(pos, t);
+        self.vc[t.idx()].on_runq = true;
+    }
+
+    /// Xen `runq_insert`: queue and count as runnable on its pCPU.
+    pub fn runq_insert(&mut self, t: TaskId) {
+        self.runq_insert_raw(t);
+        let cpu = self.vc[t.idx()].cpu;
+        self.inc_nr(cpu);
+    }
+
+    fn runq_remove_raw(&mut self, t: TaskId) {
+        let cpu = self.vc[t.idx()].cpu;
+        let q = &mut self.runq[cpu.idx()];
+        let pos = q.iter().position(|o| *o == t).expect("vCPU on its runqueue");
+        q.remove(pos);
+        self.vc[t.idx()].on_runq = false;
+    }
+
+    /// Xen `runq_remove`: dequeue and stop counting it on its pCPU.
+    pub fn runq_remove(&mut self, t: TaskId) {
+        self.runq_remove_raw(t);
+        let cpu = self.vc[t.idx()].cpu;
+        self.dec_nr(cpu);
+    }
+
+    /// Charge run time since the last charge.
+    pub fn burn(&mut self, t: TaskId, now: Nanos) {
+        let xen40 = self.p.profile == Profile::Xen40;
+        let v = &mut self.vc[t.idx()];
+        if now <= v.start {
+            return;
+        }
+        let delta = (now - v.start).0;
+        if xen40 {
+            let credits = (delta * CREDITS_PER_MSEC + 500_000) / 1_000_000;
+            v.credit -= credits as i32;
+            v.start += Nanos(credits * 1_000_000 / CREDITS_PER_MSEC);
+        } else {
+            let val = delta * CREDITS_PER_MSEC + v.residual;
+            v.residual = val % 1_000_000;
+            v.credit -= (val / 1_000_000) as i32;
+            v.start = now;
+        }
+    }
+
+    fn acct_start(&mut self, v: &SysView, t: TaskId) {
+        if self.vc[t.idx()].active {
+            return;
+        }
+        let d = v.tasks[t.idx()].domain.idx();
+        self.vc[t.idx()].active = true;
+        self.dom_active[d] += 1;
+        if self.p.profile == Profile::Xen40 {
+            if self.dom_active[d] == 1 {
+                self.weight_total += self.dom_weight[d] as u64;
+            }
+        } else {
+            self.weight_total += self.dom_weight[d] as u64;
+        }
+        if !self.dom_listed[d] {
+            self.dom_listed[d] = true;
+            self.active_doms.insert(0, DomainId(d as u32));
+        }
+    }
+
+    fn acct_stop(&mut self, v: &SysView, t: TaskId) {
+        debug_assert!(self.vc[t.idx()].active);
+        let d = v.tasks[t.idx()].domain.idx();
+        self.vc[t.idx()].active = false;
+        self.dom_active[d] -= 1;
+        if self.p.profile == Profile::Xen40 {
+            if self.dom_active[d] == 0 {
+                self.weight_total -= self.dom_weight[d] as u64;
+            }
+        } else {
+            self.weight_total -= self.dom_weight[d] as u64;
+        }
+        if self.dom_active[d] == 0 {
+            self.dom_listed[d] = false;
+            self.active_doms.retain(|x| x.idx() != d);
+        }
+    }
+
+    /// Xen `__runq_tickle`: which pCPUs must reschedule for newly queued `t`.
+    pub fn tickle(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
+        let cpu = self.vc[t.idx()].cpu;
+        let new_pri = self.vc[t.idx()].pri;
+        let cur_pri = v.curr[cpu.idx()].map(|c| self.vc[c.idx()].pri).unwrap_or(PRI_IDLE);
+        let aff = v.tasks[t.idx()].affinity;
+        if self.p.profile == Profile::Xen40 {
+            let mut mask = CpuSet::new();
+            if new_pri > cur_pri {
+                mask.insert(cpu);
+            }
+            if cur_pri > PRI_IDLE {
+                mask = mask.or(&self.idlers.and(&aff));
+            }
+            for c in mask.iter() {
+                fx.resched(c);
+            }
+            return;
+        }
+        let mut mask = CpuSet::new();
+        if cur_pri == PRI_IDLE || (self.idlers.is_empty() && new_pri > cur_pri) {
+            mask.insert(cpu);
+        } else if !self.idlers.is_empty() {
+            let suitable = self.idlers.and(&aff);
+            if suitable.is_empty() {
+                if new_pri > cur_pri {
+                    mask.insert(cpu);
+                }
+            } else {
+                let c = suitable.cycle(self.last_tickle).expect("non-empty");
+                self.last_tickle = c;
+                mask.insert(c);
+            }
+        }
+        for c in mask.iter() {
+            self.idlers.remove(c);
+            fx.resched(c);
+        }
+    }
+
+    /// Xen `_csched_cpu_pick` without SMT: keep `t`'s pCPU unless it is busy
+    /// and an idle one exists in its memory domain, or another memory domain
+    /// has more than twice as many idle pCPUs.
+    pub fn cpu_pick(&self, v: &SysView, t: TaskId) -> CpuId {
+        let topo = v.topo;
+        let aff = v.tasks[t.idx()].affinity;
+        let here = self.vc[t.idx()].cpu;
+        let mut cpu = if aff.contains(here) { here } else { aff.cycle(here).unwrap_or(here) };
+        let mut idlers = self.idlers;
+        if cpu == here && self.runq[here.idx()].is_empty() {
+            idlers.insert(here);
+        }
+        let cand = idlers.and(&aff);
+        if cand.is_empty() {
+            return cpu;
+        }
+        let md_of = |c: CpuId| topo.cpus[c.idx()].mem_domain as usize;
+        // Same memory domain: an idle pCPU beats a busy one.
+        if !idlers.contains(cpu) {
+            let local = cand.and(&topo.mem_domains[md_of(cpu)]);
+            if let Some(c) = local.cycle(cpu) {
+                cpu = c;
+            }
+        }
+        // Other memory domains, in cyclic order: move when twice as idle.
+        let nmd = topo.mem_domains.len();
+        let start = md_of(cpu);
+        for k in 1..nmd {
+            let m = (start + k) % nmd;
+            let theirs = cand.and(&topo.mem_domains[m]);
+            if theirs.is_empty() {
+                continue;
+            }
+            let mine = idlers.and(&topo.mem_domains[md_of(cpu)]).len();
+            let other = idlers.and(&topo.mem_domains[m]).len();
+            if mine * 2 < other {
+                cpu = theirs.cycle(cpu).expect("non-empty");
+            }
+        }
+        cpu
+    }
+
+    /// Xen `csched_runq_sort`: UNDER (and better) before OVER, stable.
+    fn runq_sort(&mut self, cpu: CpuId) {
+        if self.runq_sort_last[cpu.idx()] == self.runq_sort {
+            return;
+        }
+        self.runq_sort_last[cpu.idx()] = self.runq_sort;
+        let vc = &self.vc;
+        let q = &mut self.runq[cpu.idx()];
+        let (mut hi, lo): (Vec<TaskId>, Vec<TaskId>) = q.iter().partition(|t| vc[t.idx()].pri >= PRI_UNDER);
+        hi.extend(lo);
+        *q = hi;
+    }
+
+    /// Xen `csched_load_balance`: steal the first strictly-higher-priority,
+    /// not-running, allowed vCPU from a busy peer.
+    pub fn steal(&mut self, v: &SysView, cpu: CpuId, pri: i8) -> Option<TaskId> {
+        let topo = v.topo;
+        let mut workers = self.overloaded.and_not(&self.idlers);
+        workers.remove(cpu);
+        if workers.is_empty() {
+            return None;
+        }
+        if self.p.profile == Profile::Xen40 {
+            let mut peer = cpu;
+            while !workers.is_empty() {
+                peer = workers.cycle(peer).expect("non-empty");
+                workers.remove(peer);
+                if let Some(t) = self.steal_from(v, peer, cpu, pri) {
+                    return Some(t);
+                }
+            }
+            return None;
+        }
+        let nnodes = topo.numa_nodes.len().max(1);
+        let node = topo.cpus[cpu.idx()].numa as usize;
+        for k in 0..nnodes {
+            let n = (node + k) % nnodes;
+            let w = workers.and(&topo.numa_nodes[n]);
+            let Some(first) = w.cycle(self.balance_bias[n]) else { continue };
+            let mut peer = first;
+            loop {
+                if let Some(t) = self.steal_from(v, peer, cpu, pri) {
+                    self.balance_bias[n] = peer;
+                    return Some(t);
+                }
+                peer = w.cycle(peer).expect("non-empty");
+                if peer == first {
+                    break;
+                }
+            }
+        }
+        None
+    }
+
+    fn steal_from(&mut self, v: &SysView, peer: CpuId, cpu: CpuId, pri: i8) -> Option<TaskId> {
+        if v.curr[peer.idx()].is_none() {
+            return None; // an idle peer is about to pick from its own queue
+        }
+        let now = v.now;
+        let hot_window = self.p.migration_delay;
+        let found = self.runq[peer.idx()].iter().copied().take_while(|t| self.vc[t.idx()].pri > pri).find(|t| {
+            let vc = &self.vc[t.idx()];
+            let hot = hot_window.0 > 0 && now.saturating_sub(vc.last_sched) < hot_window;
+            !hot && v.tasks[t.idx()].affinity.contains(cpu)
+        })?;
+        self.runq_remove(found);
+        self.vc[found.idx()].cpu = cpu;
+        self.inc_nr(cpu);
+        self.stats.steals += 1;
+        Some(found)
+    }
+
+    /// Queue a runnable vCPU that is not running and not queued, on its pCPU
+    /// (moved into its affinity if needed), and tickle.
+    pub fn enqueue_and_tickle(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
+        let aff = v.tasks[t.idx()].affinity;
+        if !aff.contains(self.vc[t.idx()].cpu) {
+            let c = self.cpu_pick(v, t);
+            self.vc[t.idx()].cpu = c;
+        }
+        self.runq_insert(t);
+        self.tickle(v, t, fx);
+    }
+
+    /// The head of `cpu`'s runqueue.
+    pub fn runq_head(&self, cpu: CpuId) -> Option<TaskId> {
+        self.runq[cpu.idx()].first().copied()
+    }
+
+    /// Pick per Xen `csched_schedule` once `prev` has been handled: the head
+    /// if better than OVER, else steal, else the head, else idle.
+    pub fn pick_from_queues(&mut self, v: &SysView, cpu: CpuId) -> Option<TaskId> {
+        let head = self.runq_head(cpu);
+        let head_pri = head.map(|t| self.vc[t.idx()].pri).unwrap_or(PRI_IDLE);
+        let next = if head_pri > PRI_OVER {
+            let t = head.expect("head");
+            self.runq_remove_raw(t);
+            Some(t)
+        } else if let Some(s) = self.steal(v, cpu, head_pri) {
+            Some(s)
+        } else if let Some(t) = head {
+            self.runq_remove_raw(t);
+            Some(t)
+        } else {
+            None
+        };
+        if next.is_none() {
+            self.idlers.insert(cpu);
+        } else {
+            self.idlers.remove(cpu);
+        }
+        next
+    }
+
+    /// Put `prev` (just descheduled from `cpu`) back: on the local queue, on
+    /// another pCPU (tick migration or affinity), or nowhere (blocked/parked).
+    pub fn put_prev(&mut self, v: &SysView, cpu: CpuId, prev: TaskId, prev_runnable: bool, fx: &mut Effects) {
+        let now = v.now;
+        self.burn(prev, now);
+        self.vc[prev.idx()].last_sched = now;
+        self.vc[prev.idx()].runnable = prev_runnable;
+        let allowed = v.tasks[prev.idx()].affinity.contains(cpu);
+        let migrate_to = self.vc[prev.idx()].migrate_to.take();
+        if !prev_runnable || self.vc[prev.idx()].parked {
+            self.dec_nr(cpu);
+        } else if !allowed || migrate_to.is_some_and(|c| c != cpu) {
+            // vcpu_migrate: leave this pCPU, queue on the new one, no BOOST.
+            self.dec_nr(cpu);
+            let dest = match migrate_to {
+                Some(c) if v.tasks[prev.idx()].affinity.contains(c) => c,
+                _ => self.cpu_pick(v, prev),
+            };
+            self.vc[prev.idx()].cpu = dest;
+            self.stats.tick_migrations += migrate_to.is_some() as u64;
+            self.runq_insert(prev);
+            self.tickle(v, prev, fx);
+        } else {
+            self.runq_insert_raw(prev);
+        }
+    }
+
+    /// Mark `t` as now running on `cpu` from `now`.
+    pub fn start_running(&mut self, t: TaskId, now: Nanos) {
+        let vc = &mut self.vc[t.idx()];
+        vc.start = now;
+        vc.run_since = now;
+    }
+
+    fn check_invariants(&self, v: &SysView) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        for (c, q) in self.runq.iter().enumerate() {
+            let running = v.curr[c].is_some() as u32;
+            debug_assert_eq!(self.nr_runnable[c], q.len() as u32 + running, "nr_runnable on cpu{c}");
+            for t in q {
+                debug_assert_eq!(self.vc[t.idx()].cpu.idx(), c);
+                debug_assert!(!v.curr.contains(&Some(*t)), "{t} queued while running");
+            }
+        }
+    }
+
+    /// Xen `csched_acct`: share the credit pool among active domains.
+    fn do_account(&mut self, v: &SysView, fx: &mut Effects) {
+        self.stats.accountings += 1;
+        let cpt = self.credits_per_tslice as i64;
+        let xen40 = self.p.profile == Profile::Xen40;
+        let weight_total = self.weight_total as i64;
+        let mut credit_total = self.credit_pool as i64;
+        if self.credit_balance < 0 {
+            credit_total -= self.credit_balance as i64;
+        }
+        if weight_total == 0 {
+            self.credit_balance = 0;
+            return;
+        }
+        let mut weight_left = weight_total;
+        let mut credit_balance: i64 = 0;
+        let mut credit_xtra = false;
+        let doms = self.active_doms.clone();
+        for d in doms {
+            let di = d.idx();
+            let active = self.dom_active[di] as i64;
+            let weight = self.dom_weight[di] as i64;
+            let cap = self.dom_cap[di] as i64;
+            let dom_w = if xen40 { weight } else { weight * active };
+            weight_left -= dom_w;
+            let mut credit_peak = active * cpt;
+            if self.credit_balance < 0 {
+                credit_peak += ((-(self.credit_balance as i64)) * dom_w + (weight_total - 1)) / weight_total;
+            }
+            let mut credit_cap = 0i64;
+            if cap != 0 {
+                credit_cap = (cap * cpt + 99) / 100;
+                if credit_cap < credit_peak {
+                    credit_peak = credit_cap;
+                }
+                credit_cap = (credit_cap + (active - 1)) / active;
+            }
+            let mut credit_fair = (credit_total * dom_w + (weight_total - 1)) / weight_total;
+            if credit_fair < credit_peak {
+                credit_xtra = true;
+            } else {
+                if weight_left != 0 {
+                    credit_total += ((credit_fair - credit_peak) * weight_total + (weight_left - 1)) / weight_left;
+                }
+                if credit_xtra {
+                    // keep domains with extra credits at the head of the list
+                    self.active_doms.retain(|x| *x != d);
+                    self.active_doms.insert(0, d);
+                }
+                credit_fair = credit_peak;
+            }
+            let per_vcpu = ((credit_fair + (active - 1)) / active) as i32;
+            for &t in &v.domains[di].tasks {
+                if !self.vc[t.idx()].active {
+                    continue;
+                }
+                let vc = &mut self.vc[t.idx()];
+                vc.credit += per_vcpu;
+                let mut credit = vc.credit;
+                if credit < 0 {
+                    vc.pri = PRI_OVER;
+                    if cap != 0 && credit < -(credit_cap as i32) && !vc.parked {
+                        vc.parked = true;
+                        self.park(v, t, fx);
+                    }
+                    let vc = &mut self.vc[t.idx()];
+                    if credit < -self.credits_per_tslice {
+                        credit = -self.credits_per_tslice;
+                        vc.credit = credit;
+                    }
+                } else {
+                    vc.pri = PRI_UNDER;
+                    if vc.parked {
+                        vc.parked = false;
+                        self.unpark(v, t, fx);
+                    }
+                    if credit > self.credits_per_tslice {
+                        self.acct_stop(v, t);
+                        credit = if xen40 { 0 } else { credit / 2 };
+                        self.vc[t.idx()].credit = credit;
+                    }
+                }
+                credit_balance += credit as i64;
+            }
+        }
+        self.credit_balance = credit_balance.clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+        self.runq_sort = self.runq_sort.wrapping_add(1);
+    }
+
+    fn park(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
+        let cpu = self.vc[t.idx()].cpu;
+        if v.curr[cpu.idx()] == Some(t) {
+            fx.resched(cpu);
+        } else if self.vc[t.idx()].on_runq {
+            self.runq_remove(t);
+        }
+    }
+
+    fn unpark(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
+        let vc = &self.vc[t.idx()];
+        let cpu = vc.cpu;
+        if vc.runnable && !vc.on_runq && v.curr[cpu.idx()] != Some(t) && !v.curr.contains(&Some(t)) {
+            self.enqueue_and_tickle(v, t, fx);
+        }
+    }
+}
+
+impl Dispatcher for Credit {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn tick_period(&self) -> Nanos {
+        self.p.tslice / self.p.ticks_per_tslice()
+    }
+
+    fn account_period(&self) -> Nanos {
+        self.p.tslice
+    }
+
+    fn init(&mut self, v: &SysView) {
+        let n = v.topo.ncpus();
+        self.vc = v
+            .tasks
+            .iter()
+            .map(|tv| {
+                // Initial placement: round-robin over each task's affinity.
+                let mut c = CpuId((self.next_init_cpu % n) as u32);
+                if !tv.affinity.contains(c) {
+                    c = tv.affinity.cycle(c).unwrap_or(CpuId(0));
+                }
+                self.next_init_cpu = c.idx() + 1;
+                Vcpu {
+                    credit: 0,
+                    residual: 0,
+                    start: Nanos::ZERO,
+                    run_since: Nanos::ZERO,
+                    last_sched: Nanos::ZERO,
+                    pri: PRI_UNDER,
+                    parked: false,
+                    active: false,
+                    on_runq: false,
+                    runnable: false,
+                    cpu: c,
+                    migrate_to: None,
+                }
+            })
+            .collect();
+        let nd = v.domains.len();
+        self.dom_active = vec![0; nd];
+        self.dom_listed = vec![false; nd];
+        self.dom_weight = v.domains.iter().map(|d| d.weight.max(1)).collect();
+        self.dom_cap = v.domains.iter().map(|d| d.cap).collect();
+    }
+
+    fn wake(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
+        let vc = &mut self.vc[t.idx()];
+        vc.runnable = true;
+        if vc.on_runq || v.curr.contains(&Some(t)) || vc.parked {
+            return;
+        }
+        if vc.pri == PRI_UNDER {
+            vc.pri = PRI_BOOST;
+            self.stats.boosts += 1;
+        }
+        self.enqueue_and_tickle(v, t, fx);
+    }
+
+    fn block(&mut self, _v: &SysView, t: TaskId, _cpu: CpuId, _fx: &mut Effects) {
+        self.vc[t.idx()].runnable = false;
+    }
+
+    fn tick(&mut self, v: &SysView, cpu: CpuId, fx: &mut Effects) {
+        if let Some(t) = v.curr[cpu.idx()] {
+            // csched_unit_acct
+            if self.vc[t.idx()].pri == PRI_BOOST {
+                self.vc[t.idx()].pri = PRI_UNDER;
+            }
+            self.burn(t, v.now);
+            if !self.vc[t.idx()].active {
+                self.acct_start(v, t);
+            } else if self.p.tick_migrate {
+                let new_cpu = self.cpu_pick(v, t);
+                if new_cpu != cpu {
+                    self.vc[t.idx()].migrate_to = Some(new_cpu);
+                    fx.resched(cpu);
+                }
+            }
+        }
+        self.runq_sort(cpu);
+    }
+
+    fn account(&mut self, v: &SysView, fx: &mut Effects) {
+        self.do_account(v, fx);
+    }
+
+    fn pick_next(&mut self, v: &SysView, cpu: CpuId, prev: Option<TaskId>, prev_runnable: bool, fx: &mut Effects) -> Pick {
+        let now = v.now;
+        if let Some(p) = prev {
+            // Ratelimit: keep a runnable vCPU that has run for less than it.
+            let vc = &self.vc[p.idx()];
+            let runtime = now.saturating_sub(vc.run_since);
+            if self.p.ratelimit.0 > 0
+                && prev_runnable
+                && !vc.parked
+                && vc.migrate_to.is_none()
+                && v.tasks[p.idx()].affinity.contains(cpu)
+                && runtime < self.p.ratelimit
+            {
+                self.burn(p, now);
+                let slice = if runtime < MIN_TIMER { MIN_TIMER } else { self.p.ratelimit - runtime };
+                return Pick { task: Some(p), slice };
+            }
+            self.put_prev(v, cpu, p, prev_runnable, fx);
+        }
+        let next = self.pick_from_queues(v, cpu);
+        if let Some(t) = next {
+            self.start_running(t, now);
+        }
+        let pick = Pick { task: next, slice: if next.is_some() { self.p.tslice } else { Nanos::MAX } };
+        // Check invariants with the pick already "running" on cpu.
+        if cfg!(debug_assertions) {
+            let mut curr = v.curr.to_vec();
+            curr[cpu.idx()] = next;
+            let view = SysView { now, topo: v.topo, tasks: v.tasks, domains: v.domains, curr: &curr };
+            self.check_invariants(&view);
+        }
+        pick
+    }
+
+    fn affinity_changed(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
+        let aff = v.tasks[t.idx()].affinity;
+        let cpu = self.vc[t.idx()].cpu;
+        if aff.contains(cpu) {
+            return;
+        }
+        if v.curr[cpu.idx()] == Some(t) {
+            // Running where it may no longer run: deschedule, requeue elsewhere.
+            fx.resched(cpu);
+        } else if self.vc[t.idx()].on_runq {
+            self.runq_remove(t);
+            let c = self.cpu_pick(v, t);
+            self.vc[t.idx()].cpu = c;
+            self.runq_insert(t);
+            self.tickle(v, t, fx);
+        } else {
+            let c = self.cpu_pick(v, t);
+            self.vc[t.idx()].cpu = c;
+        }
+    }
+
+    fn domain_changed(&mut self, v: &SysView, d: DomainId, _fx: &mut Effects) {
+        let di = d.idx();
+        let new_w = v.domains[di].weight.max(1);
+        if self.dom_listed[di] {
+            let old = self.dom_weight[di] as u64;
+            let k = if self.p.profile == Profile::Xen40 { 1 } else { self.dom_active[di] as u64 };
+            self.weight_total = self.weight_total - old * k + new_w as u64 * k;
+        }
+        self.dom_weight[di] = new_w;
+        self.dom_cap[di] = v.domains[di].cap;
+    }
+
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("steals", self.stats.steals as f64),
+            ("tick_migrations", self.stats.tick_migrations as f64),
+            ("boosts", self.stats.boosts as f64),
+            ("accountings", self.stats.accountings as f64),
+        ]
+    }
+}

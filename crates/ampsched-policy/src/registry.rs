@@ -1,0 +1,80 @@
+//! Names → policies. The one place that lists every dispatcher and placer,
+//! with their parameters (shown by `ampsched policies`).
+
+use crate::credit::{Credit, CreditParams, Profile, CREDIT_PARAMS};
+use crate::dispatcher::Dispatcher;
+use crate::noop::NoPlacer;
+use crate::params::{ParamDoc, ParamReader, PolicyError};
+use crate::placer::Placer;
+use ampsched_model::spec::Params;
+use ampsched_model::{Nanos, Topology};
+
+/// A registered policy and its parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct PolicyInfo {
+    /// Name used in files and on the command line.
+    pub name: &'static str,
+    /// One-line description.
+    pub doc: &'static str,
+    /// Its parameters.
+    pub params: &'static [ParamDoc],
+}
+
+/// Every dispatcher.
+pub const DISPATCHERS: &[PolicyInfo] = &[
+    PolicyInfo { name: "credit", doc: "Xen credit scheduler (credit1), current rules: the baseline", params: CREDIT_PARAMS },
+    PolicyInfo { name: "xen40", doc: "Xen credit scheduler as in Xen 4.0 (the seed papers' version)", params: CREDIT_PARAMS },
+];
+
+/// Default placer period: 30 ms, one credit accounting period.
+pub const DEFAULT_PLACER_PERIOD: Nanos = Nanos::from_ms(30);
+
+const NONE_PARAMS: &[ParamDoc] = &[ParamDoc { name: "period_ms", default: "30", doc: "sampling period, ms" }];
+
+/// Every placer.
+pub const PLACERS: &[PolicyInfo] = &[PolicyInfo { name: "none", doc: "no placement: affinities never change", params: NONE_PARAMS }];
+
+fn unknown(kind: &str, name: &str, known: &[PolicyInfo]) -> PolicyError {
+    let names: Vec<_> = known.iter().map(|p| p.name).collect();
+    PolicyError { param: String::new(), msg: format!("unknown {kind} `{name}`; known: {}", names.join(", ")) }
+}
+
+/// Build a dispatcher by name.
+pub fn dispatcher_by_name(name: &str, params: &Params, topo: &Topology) -> Result<Box<dyn Dispatcher>, PolicyError> {
+    match name {
+        "credit" => {
+            let p = CreditParams::from_params(name, Profile::Current, params, CREDIT_PARAMS)?;
+            Ok(Box::new(Credit::new("credit", p, topo)))
+        }
+        "xen40" => {
+            let p = CreditParams::from_params(name, Profile::Xen40, params, CREDIT_PARAMS)?;
+            Ok(Box::new(Credit::new("xen40", p, topo)))
+        }
+        _ => Err(unknown("dispatcher", name, DISPATCHERS)),
+    }
+}
+
+/// Build a placer by name.
+pub fn placer_by_name(name: &str, params: &Params, _topo: &Topology) -> Result<Box<dyn Placer>, PolicyError> {
+    match name {
+        "none" => {
+            let r = ParamReader::new(name, params, NONE_PARAMS)?;
+            Ok(Box::new(NoPlacer::new(r.ms("period_ms", DEFAULT_PLACER_PERIOD, 1.0, 60_000.0)?)))
+        }
+        _ => Err(unknown("placer", name, PLACERS)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_names_list_the_known_ones() {
+        let topo = Topology::fast_slow(1, 2.0, 3, 1.0, 4);
+        let e = dispatcher_by_name("cfs", &Params::new(), &topo).err().unwrap();
+        assert!(e.msg.contains("known: credit, xen40"), "{}", e.msg);
+        let e = placer_by_name("magic", &Params::new(), &topo).err().unwrap();
+        assert!(e.msg.contains("known: none"), "{}", e.msg);
+    }
+}

@@ -1,0 +1,55 @@
+//! Running several simulations in parallel on all cores, results in order.
+
+use crate::engine::Sim;
+use crate::results::RunResult;
+use crate::scenario::{Scenario, ScenarioError};
+use ampsched_model::spec::PolicySpec;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// One run to do: a scenario, a seed and optional policy overrides.
+#[derive(Clone)]
+pub struct Job<'a> {
+    /// The scenario.
+    pub scenario: &'a Scenario,
+    /// The seed.
+    pub seed: u64,
+    /// Dispatcher override.
+    pub dispatcher: Option<PolicySpec>,
+    /// Placer override.
+    pub placer: Option<PolicySpec>,
+}
+
+/// Run one job.
+pub fn run_one(job: &Job) -> Result<RunResult, ScenarioError> {
+    let cfg = job.scenario.config(job.seed, job.dispatcher.as_ref(), job.placer.as_ref())?;
+    Ok(Sim::new(cfg).run())
+}
+
+/// Run jobs on `threads` worker threads (0 = all cores); `progress(done, total)`
+/// is called after each job. Results come back in job order.
+pub fn run_all<F>(jobs: &[Job], threads: usize, progress: F) -> Vec<Result<RunResult, ScenarioError>>
+where
+    F: Fn(usize, usize) + Sync,
+{
+    let n = jobs.len();
+    let threads = if threads == 0 { std::thread::available_parallelism().map(|x| x.get()).unwrap_or(1) } else { threads };
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<Result<RunResult, ScenarioError>>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(n.max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= n {
+                    break;
+                }
+                let r = run_one(&jobs[i]);
+                *slots[i].lock().expect("slot") = Some(r);
+                let d = done.fetch_add(1, Ordering::SeqCst) + 1;
+                progress(d, n);
+            });
+        }
+    });
+    slots.into_iter().map(|m| m.into_inner().expect("slot").expect("every job ran")).collect()
+}

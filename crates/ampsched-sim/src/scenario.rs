@@ -1,0 +1,639 @@
+//! Scenario files: load, validate, resolve names, and build `SimConfig`s.
+//!
+//! Every error names the file, the line and column, the field (a dotted path
+//! such as `domain[1].workload.model`) and what is allowed. Shape errors come
+//! from serde (unknown fields, wrong types, bad enum values); semantic errors
+//! (unknown model or policy, out-of-range numbers) are located by walking the
+//! same path in a span-keeping TOML parse.
+
+use crate::engine::{SimConfig, TaskInit};
+use crate::library::Library;
+use ampsched_model::spec::{CoschedType, DomainSpec, Params, PolicySpec, PriorityClass, ScenarioSpec, WorkloadSpec};
+use ampsched_model::topology::CacheSpec;
+use ampsched_model::{CpuClass, CpuId, CpuInfo, CpuSet, DomainId, ModelError, Nanos, NoiseSpec, Program, Topology};
+use ampsched_policy::{dispatcher_by_name, placer_by_name, DomainView};
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+/// When a run stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// After exactly this much simulated time.
+    Duration(Nanos),
+    /// When every program is done, or at `max`.
+    AllDone {
+        /// Upper bound.
+        max: Nanos,
+    },
+}
+
+/// A timed change to a domain.
+#[derive(Clone, Debug, Default)]
+pub struct DomainChange {
+    /// New co-scheduling type.
+    pub cosched: Option<CoschedType>,
+    /// New priority class.
+    pub priority: Option<PriorityClass>,
+    /// New weight.
+    pub weight: Option<u32>,
+}
+
+/// A scenario error, located in its file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScenarioError {
+    /// The file.
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// 1-based column, when known.
+    pub col: Option<usize>,
+    /// Field path (may be empty).
+    pub path: String,
+    /// What is wrong and what is allowed.
+    pub msg: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+            if let Some(c) = self.col {
+                write!(f, ":{c}")?;
+            }
+        }
+        if self.path.is_empty() {
+            write!(f, ": {}", self.msg)
+        } else {
+            write!(f, ": field `{}`: {}", self.path, self.msg)
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// A loaded and validated scenario.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// File it came from.
+    pub file: String,
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// The raw spec.
+    pub spec: ScenarioSpec,
+    /// The machine.
+    pub topo: Topology,
+    /// Domains.
+    pub domains: Vec<DomainView>,
+    /// Tasks (programs shared between runs).
+    pub tasks: Vec<TaskTemplate>,
+    /// Dispatcher choice.
+    pub dispatcher: PolicySpec,
+    /// Placer choice.
+    pub placer: PolicySpec,
+    /// First seed.
+    pub seed: u64,
+    /// Number of runs.
+    pub runs: u32,
+    /// Stop condition.
+    pub stop: Stop,
+    /// Statistics interval.
+    pub stats_interval: Nanos,
+    /// Timed domain changes, sorted by time.
+    pub events: Vec<(Nanos, DomainId, DomainChange)>,
+    text: String,
+}
+
+/// A task as resolved from the file.
+#[derive(Clone, Debug)]
+pub struct TaskTemplate {
+    /// Domain.
+    pub domain: DomainId,
+    /// vCPU index.
+    pub vcpu: u32,
+    /// Program.
+    pub program: Arc<Program>,
+    /// Hard affinity.
+    pub affinity: CpuSet,
+    /// Sync group.
+    pub group: u32,
+    /// Rank within the group.
+    pub rank: u32,
+}
+
+/// Default statistics interval: 1 s (the AASH study used 1-2 s).
+pub const DEFAULT_STATS_INTERVAL_MS: f64 = 1000.0;
+/// Default bound on an all-done run: one simulated hour.
+pub const DEFAULT_MAX_S: f64 = 3600.0;
+/// Noise above this fraction would leave a CPU all but dead.
+pub const MAX_NOISE: f64 = 0.95;
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let off = offset.min(text.len());
+    let before = &text[..off];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map(|s| s.chars().count()).unwrap_or(0) + 1;
+    (line, col)
+}
+
+/// Find the byte offset of a dotted path (`a.b[2].c`) in TOML text.
+fn locate(text: &str, path: &str) -> Option<usize> {
+    let doc = toml_edit::ImDocument::parse(text.to_string()).ok()?;
+    let mut segs = Vec::new();
+    for part in path.split('.') {
+        let (key, rest) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        segs.push((key.to_string(), None));
+        for idx in rest.split('[').skip(1) {
+            if let Ok(i) = idx.trim_end_matches(']').parse::<usize>() {
+                segs.push((String::new(), Some(i)));
+            }
+        }
+    }
+    enum Node<'a> {
+        Item(&'a toml_edit::Item),
+        Value(&'a toml_edit::Value),
+        Table(&'a toml_edit::Table),
+    }
+    let mut node = Node::Table(doc.as_table());
+    let mut best: Option<usize> = None;
+    for (key, idx) in segs {
+        let next = match (&node, idx) {
+            (Node::Table(t), None) => {
+                if let Some((k, _)) = t.get_key_value(&key) {
+                    best = k.span().map(|s| s.start).or(best);
+                }
+                t.get(&key).map(Node::Item)
+            }
+            (Node::Item(it), None) => match it {
+                toml_edit::Item::Table(t) => {
+                    if let Some((k, _)) = t.get_key_value(&key) {
+                        best = k.span().map(|s| s.start).or(best);
+                    }
+                    t.get(&key).map(Node::Item)
+                }
+                toml_edit::Item::Value(toml_edit::Value::InlineTable(t)) => {
+                    if let Some((k, _)) = t.get_key_value(&key) {
+                        best = k.span().map(|s| s.start).or(best);
+                    }
+                    t.get(&key).map(Node::Value)
+                }
+                _ => None,
+            },
+            (Node::Value(toml_edit::Value::InlineTable(t)), None) => {
+                if let Some((k, _)) = t.get_key_value(&key) {
+                    best = k.span().map(|s| s.start).or(best);
+                }
+                t.get(&key).map(Node::Value)
+            }
+            (Node::Item(toml_edit::Item::ArrayOfTables(a)), Some(i)) => a.get(i).map(|t| {
+                best = t.span().map(|s| s.start).or(best);
+                Node::Table(t)
+            }),
+            (Node::Item(toml_edit::Item::Value(toml_edit::Value::Array(a))), Some(i))
+            | (Node::Value(toml_edit::Value::Array(a)), Some(i)) => a.get(i).map(|v| {
+                best = v.span().map(|s| s.start).or(best);
+                Node::Value(v)
+            }),
+            _ => None,
+        };
+        match next {
+            Some(n) => {
+                if let Node::Item(toml_edit::Item::Value(v)) = &n {
+                    best = v.span().map(|s| s.start).or(best);
+                }
+                node = n;
+            }
+            None => break,
+        }
+    }
+    best
+}
+
+impl Scenario {
+    /// Load a scenario file.
+    pub fn load(path: &Path, lib: &Library) -> Result<Scenario, ScenarioError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: file.clone(),
+            line: None,
+            col: None,
+            path: String::new(),
+            msg: format!("cannot read the scenario file: {e}"),
+        })?;
+        let stem = path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+        Scenario::parse(&text, &file, &stem, lib)
+    }
+
+    /// Parse scenario text; `file` names it in errors, `default_name` is used when it has no name.
+    pub fn parse(text: &str, file: &str, default_name: &str, lib: &Library) -> Result<Scenario, ScenarioError> {
+        let spec: ScenarioSpec = toml::from_str(text).map_err(|e| {
+            let (line, col) = e.span().map(|s| line_col(text, s.start)).map(|(l, c)| (Some(l), Some(c))).unwrap_or((None, None));
+            ScenarioError { file: file.into(), line, col, path: String::new(), msg: e.message().trim().to_string() }
+        })?;
+        let at = |path: &str, msg: String| {
+            let (line, col) = locate(text, path).map(|o| line_col(text, o)).map(|(l, c)| (Some(l), Some(c))).unwrap_or((None, None));
+            ScenarioError { file: file.into(), line, col, path: path.into(), msg }
+        };
+        let me = |e: ModelError| at(&e.path, e.msg);
+        let topo = build_topology(&spec).map_err(me)?;
+        let (domains, tasks) = build_domains(&spec, &topo, lib).map_err(me)?;
+        let dispatcher = spec.dispatcher.clone().unwrap_or(PolicySpec { name: "credit".into(), params: Params::new() });
+        let placer = spec.placer.clone().unwrap_or(PolicySpec { name: "none".into(), params: Params::new() });
+        dispatcher_by_name(&dispatcher.name, &dispatcher.params, &topo).map_err(|e| {
+            if e.param.is_empty() {
+                at("dispatcher.name", e.msg)
+            } else {
+                at(&format!("dispatcher.{}", e.param), e.msg)
+            }
+        })?;
+        placer_by_name(&placer.name, &placer.params, &topo).map_err(|e| {
+            if e.param.is_empty() {
+                at("placer.name", e.msg)
+            } else {
+                at(&format!("placer.{}", e.param), e.msg)
+            }
+        })?;
+        let pos = |v: f64, path: &str| -> Result<f64, ScenarioError> {
+            if v.is_finite() && v > 0.0 {
+                Ok(v)
+            } else {
+                Err(at(path, format!("must be a number > 0, got {v}")))
+            }
+        };
+        let stop = match spec.stop.duration_s {
+            Some(d) => Stop::Duration(Nanos::from_secs_f64(pos(d, "stop.duration_s")?)),
+            None => Stop::AllDone { max: Nanos::from_secs_f64(pos(spec.stop.max_s.unwrap_or(DEFAULT_MAX_S), "stop.max_s")?) },
+        };
+        let stats_interval = Nanos::from_ms_f64(pos(spec.stats_interval_ms.unwrap_or(DEFAULT_STATS_INTERVAL_MS), "stats_interval_ms")?);
+        let runs = spec.runs.unwrap_or(1);
+        if runs == 0 {
+            return Err(at("runs", "must be ≥ 1".into()));
+        }
+        let mut events = Vec::new();
+        for (i, ev) in spec.events.iter().enumerate() {
+            let d = domains.iter().position(|d| d.name == ev.domain).ok_or_else(|| {
+                let names: Vec<_> = domains.iter().map(|d| d.name.as_str()).collect();
+                at(&format!("event[{i}].domain"), format!("unknown domain `{}`; known: {}", ev.domain, names.join(", ")))
+            })?;
+            let t = pos(ev.at_ms.max(f64::MIN_POSITIVE), &format!("event[{i}].at_ms"))?;
+            events.push((
+                Nanos::from_ms_f64(t),
+                DomainId(d as u32),
+                DomainChange { cosched: ev.cosched, priority: ev.priority, weight: ev.weight },
+            ));
+        }
+        events.sort_by_key(|e| e.0);
+        Ok(Scenario {
+            file: file.into(),
+            name: spec.name.clone().unwrap_or_else(|| default_name.to_string()),
+            description: spec.description.clone().unwrap_or_default(),
+            seed: spec.seed.unwrap_or(1),
+            runs,
+            stop,
+            stats_interval,
+            events,
+            topo,
+            domains,
+            tasks,
+            dispatcher,
+            placer,
+            spec,
+            text: text.to_string(),
+        })
+    }
+
+    /// Locate a field path in this scenario's file (for errors found later).
+    pub fn error_at(&self, path: &str, msg: String) -> ScenarioError {
+        let (line, col) = locate(&self.text, path).map(|o| line_col(&self.text, o)).map(|(l, c)| (Some(l), Some(c))).unwrap_or((None, None));
+        ScenarioError { file: self.file.clone(), line, col, path: path.into(), msg }
+    }
+
+    /// The seeds of this scenario's runs.
+    pub fn seeds(&self) -> Vec<u64> {
+        (0..self.runs as u64).map(|i| self.seed + i).collect()
+    }
+
+    /// Build the configuration of one run, with optional policy overrides
+    /// (an override with another name drops the file's parameters).
+    pub fn config(&self, seed: u64, dispatcher: Option<&PolicySpec>, placer: Option<&PolicySpec>) -> Result<SimConfig, ScenarioError> {
+        let dspec = dispatcher.unwrap_or(&self.dispatcher);
+        let pspec = placer.unwrap_or(&self.placer);
+        let policy_err = |kind: &str, e: ampsched_policy::PolicyError| ScenarioError {
+            file: self.file.clone(),
+            line: None,
+            col: None,
+            path: if e.param.is_empty() { format!("{kind}.name") } else { format!("{kind}.{}", e.param) },
+            msg: e.msg,
+        };
+        let disp = dispatcher_by_name(&dspec.name, &dspec.params, &self.topo).map_err(|e| policy_err("dispatcher", e))?;
+        let placer = if pspec.name == "none" {
+            None
+        } else {
+            Some(placer_by_name(&pspec.name, &pspec.params, &self.topo).map_err(|e| policy_err("placer", e))?)
+        };
+        Ok(SimConfig {
+            name: self.name.clone(),
+            topo: self.topo.clone(),
+            domains: self.domains.clone(),
+            tasks: self
+                .tasks
+                .iter()
+                .map(|t| TaskInit {
+                    domain: t.domain,
+                    vcpu: t.vcpu,
+                    program: t.program.clone(),
+                    affinity: t.affinity,
+                    group: t.group,
+                    rank: t.rank,
+                })
+                .collect(),
+            dispatcher: disp,
+            placer,
+            seed,
+            stop: self.stop,
+            stats_interval: self.stats_interval,
+            events: self.events.clone(),
+        })
+    }
+}
+
+fn build_topology(spec: &ScenarioSpec) -> Result<Topology, ModelError> {
+    let m = &spec.machine;
+    let classes: Vec<CpuClass> = match &m.classes {
+        Some(cs) => {
+            if cs.is_empty() {
+                return Err(ModelError::new("machine.classes", "needs at least one class"));
+            }
+            let mut out: Vec<CpuClass> = Vec::new();
+            for (i, c) in cs.iter().enumerate() {
+                if !(c.speed.is_finite() && c.speed > 0.0) {
+                    return Err(ModelError::new(format!("machine.classes[{i}].speed"), format!("must be > 0, got {}", c.speed)));
+                }
+                if out.iter().any(|o| o.name == c.name) {
+                    return Err(ModelError::new(format!("machine.classes[{i}].name"), format!("duplicate class `{}`", c.name)));
+                }
+                out.push(CpuClass { name: c.name.clone(), speed: c.speed });
+            }
+            out
+        }
+        None => vec![CpuClass { name: "fast".into(), speed: 2.0 }, CpuClass { name: "slow".into(), speed: 1.0 }],
+    };
+    if m.cpus.is_empty() {
+        return Err(ModelError::new("machine.cpus", "needs at least one CPU group"));
+    }
+    if m.mem_domain_size == Some(0) {
+        return Err(ModelError::new("machine.mem_domain_size", "must be ≥ 1"));
+    }
+    let mut cpus = Vec::new();
+    for (gi, g) in m.cpus.iter().enumerate() {
+        let class = classes.iter().position(|c| c.name == g.class).ok_or_else(|| {
+            let names: Vec<_> = classes.iter().map(|c| c.name.as_str()).collect();
+            ModelError::new(format!("machine.cpus[{gi}].class"), format!("unknown class `{}`; known: {}", g.class, names.join(", ")))
+        })?;
+        let count = g.count.unwrap_or(1);
+        if count == 0 {
+            return Err(ModelError::new(format!("machine.cpus[{gi}].count"), "must be ≥ 1"));
+        }
+        for _ in 0..count {
+            let id = cpus.len() as u32;
+            if id as usize >= ampsched_model::cpuset::MAX_CPUS {
+                return Err(ModelError::new(
+                    format!("machine.cpus[{gi}].count"),
+                    format!("at most {} CPUs are supported", ampsched_model::cpuset::MAX_CPUS),
+                ));
+            }
+            let md = g.mem_domain.unwrap_or_else(|| m.mem_domain_size.map(|s| id / s).unwrap_or(0));
+            cpus.push(CpuInfo {
+                id: CpuId(id),
+                class,
+                speed: classes[class].speed,
+                mem_domain: md,
+                numa: g.numa.unwrap_or(md),
+                noise: NoiseSpec::None,
+            });
+        }
+    }
+    let n = cpus.len();
+    for (i, nz) in m.noise.iter().enumerate() {
+        let p = format!("machine.noise[{i}]");
+        let set = CpuSet::parse_list(&nz.cpus).map_err(|e| ModelError::new(format!("{p}.cpus"), e))?;
+        if let Some(bad) = set.iter().find(|c| c.idx() >= n) {
+            return Err(ModelError::new(format!("{p}.cpus"), format!("CPU {} does not exist (the machine has 0-{})", bad.0, n - 1)));
+        }
+        let frac = |v: Option<f64>, field: &str| -> Result<f64, ModelError> {
+            let v = v.unwrap_or(0.0);
+            if (0.0..=MAX_NOISE).contains(&v) {
+                Ok(v)
+            } else {
+                Err(ModelError::new(format!("{p}.{field}"), format!("must be in [0, {MAX_NOISE}], got {v}")))
+            }
+        };
+        let noise = match (nz.fraction, nz.on_ms, nz.off_ms) {
+            (Some(_), None, None) => NoiseSpec::Constant { fraction: frac(nz.fraction, "fraction")? },
+            (None, Some(on), Some(off)) => {
+                if !(on > 0.0 && off > 0.0) {
+                    return Err(ModelError::new(format!("{p}.on_ms"), "on_ms and off_ms must be > 0"));
+                }
+                if nz.fraction_on.is_none() {
+                    return Err(ModelError::new(format!("{p}.fraction_on"), "bursty noise needs fraction_on"));
+                }
+                NoiseSpec::Bursty {
+                    fraction_on: frac(nz.fraction_on, "fraction_on")?,
+                    fraction_off: frac(nz.fraction_off, "fraction_off")?,
+                    on: Nanos::from_ms_f64(on),
+                    off: Nanos::from_ms_f64(off),
+                    random: nz.random.unwrap_or(false),
+                }
+            }
+            _ => {
+                return Err(ModelError::new(
+                    p,
+                    "give either `fraction` (constant noise) or `on_ms`, `off_ms` and `fraction_on` (bursty noise)",
+                ))
+            }
+        };
+        for c in set.iter() {
+            cpus[c.idx()].noise = noise.clone();
+        }
+    }
+    let cs = &m.cache;
+    let d = CacheSpec::default();
+    let cache = CacheSpec {
+        l2_kb: cs.l2_kb.unwrap_or(d.l2_kb),
+        llc_kb: cs.llc_kb.unwrap_or(d.llc_kb),
+        llc_refill_gbps: cs.llc_refill_gbps.unwrap_or(d.llc_refill_gbps),
+        dram_refill_gbps: cs.dram_refill_gbps.unwrap_or(d.dram_refill_gbps),
+    };
+    if !(cache.llc_refill_gbps > 0.0 && cache.dram_refill_gbps > 0.0) {
+        return Err(ModelError::new("machine.cache", "refill bandwidths must be > 0"));
+    }
+    Ok(Topology::new(classes, cpus, cache))
+}
+
+fn affinity_of(s: &Option<String>, path: String, topo: &Topology) -> Result<CpuSet, ModelError> {
+    match s {
+        None => Ok(topo.all),
+        Some(s) => {
+            let set = CpuSet::parse_list(s).map_err(|e| ModelError::new(path.clone(), e))?;
+            if set.is_empty() {
+                return Err(ModelError::new(path, "affinity must name at least one CPU"));
+            }
+            if let Some(bad) = set.iter().find(|c| c.idx() >= topo.ncpus()) {
+                return Err(ModelError::new(path, format!("CPU {} does not exist (the machine has 0-{})", bad.0, topo.ncpus() - 1)));
+            }
+            Ok(set)
+        }
+    }
+}
+
+fn programs_for(w: &WorkloadSpec, threads: u32, path: &str, lib: &Library) -> Result<Vec<Program>, ModelError> {
+    match (&w.model, &w.program) {
+        (Some(m), None) => lib.instantiate(m, &w.params, threads, &format!("{path}.model")),
+        (None, Some(ops)) => {
+            if let Some(k) = w.params.keys().next() {
+                return Err(ModelError::new(format!("{path}.{k}"), "parameters apply to a `model`, not to an inline `program`"));
+            }
+            let p = ampsched_model::spec::compile_program(ops, &format!("{path}.program"))?;
+            Ok(vec![p; threads as usize])
+        }
+        (Some(_), Some(_)) => Err(ModelError::new(path, "give either `model` or `program`, not both")),
+        (None, None) => Err(ModelError::new(path, "needs a `model` (see `ampsched models`) or a `program`")),
+    }
+}
+
+fn build_domains(spec: &ScenarioSpec, topo: &Topology, lib: &Library) -> Result<(Vec<DomainView>, Vec<TaskTemplate>), ModelError> {
+    if spec.domains.is_empty() {
+        return Err(ModelError::new("domain", "a scenario needs at least one [[domain]]"));
+    }
+    let n_fast = topo.fast_cpus.len() as u32;
+    let mut views = Vec::new();
+    for (di, d) in spec.domains.iter().enumerate() {
+        let p = format!("domain[{di}]");
+        if spec.domains[..di].iter().any(|o| o.name == d.name) {
+            return Err(ModelError::new(format!("{p}.name"), format!("duplicate domain name `{}`", d.name)));
+        }
+        if d.vcpus == 0 {
+            return Err(ModelError::new(format!("{p}.vcpus"), "must be ≥ 1"));
+        }
+        let weight = d.weight.unwrap_or(256);
+        if weight == 0 || weight > 65535 {
+            return Err(ModelError::new(format!("{p}.weight"), format!("must be in 1..=65535 (Xen), got {weight}")));
+        }
+        let fast_vcpus = match (&d.fast_vcpus, d.aware) {
+            (Some(v), _) => {
+                if let Some(bad) = v.iter().find(|x| **x >= d.vcpus) {
+                    return Err(ModelError::new(format!("{p}.fast_vcpus"), format!("vCPU {bad} does not exist (the domain has 0-{})", d.vcpus - 1)));
+                }
+                Some(v.clone())
+            }
+            (None, Some(true)) => Some((0..n_fast.min(d.vcpus)).collect()),
+            _ => None,
+        };
+        views.push(DomainView {
+            name: d.name.clone(),
+            weight,
+            cap: d.cap.unwrap_or(0),
+            priority: d.priority.unwrap_or_default(),
+            fast_vcpus,
+            cosched: d.cosched.unwrap_or_default(),
+            tasks: Vec::new(),
+        });
+    }
+    // Sync groups, in order of first appearance.
+    let group_name = |d: &DomainSpec| d.sync_group.clone().unwrap_or_else(|| d.name.clone());
+    let mut groups: Vec<String> = Vec::new();
+    for d in &spec.domains {
+        let g = group_name(d);
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    // Programs per domain: a shared workload in a multi-domain group is instantiated once for all its vCPUs.
+    let mut progs: Vec<Vec<Option<Program>>> = vec![Vec::new(); spec.domains.len()];
+    for g in &groups {
+        let members: Vec<usize> = (0..spec.domains.len()).filter(|&i| &group_name(&spec.domains[i]) == g).collect();
+        let shared: Vec<usize> = members.iter().copied().filter(|&i| spec.domains[i].workload.is_some()).collect();
+        if shared.len() > 1 {
+            let first = spec.domains[shared[0]].workload.as_ref().expect("workload");
+            let fj = serde_json_like(first);
+            for &i in &shared[1..] {
+                if serde_json_like(spec.domains[i].workload.as_ref().expect("workload")) != fj {
+                    return Err(ModelError::new(
+                        format!("domain[{i}].workload"),
+                        format!("domains of sync group `{g}` must run the same workload (they form one program)"),
+                    ));
+                }
+            }
+            let total: u32 = shared.iter().map(|&i| spec.domains[i].vcpus).sum();
+            let mut all = programs_for(first, total, &format!("domain[{}].workload", shared[0]), lib)?.into_iter();
+            for &i in &shared {
+                progs[i] = (0..spec.domains[i].vcpus).map(|_| all.next()).collect();
+            }
+        }
+        for &i in &members {
+            let d = &spec.domains[i];
+            let p = format!("domain[{i}]");
+            match (&d.workload, &d.tasks) {
+                (Some(_), Some(_)) => return Err(ModelError::new(format!("{p}.tasks"), "give either `workload` or `tasks`, not both")),
+                (Some(w), None) if shared.len() <= 1 => {
+                    progs[i] = programs_for(w, d.vcpus, &format!("{p}.workload"), lib)?.into_iter().map(Some).collect();
+                }
+                (None, Some(ts)) => {
+                    if ts.len() > d.vcpus as usize {
+                        return Err(ModelError::new(format!("{p}.tasks"), format!("{} tasks for {} vCPUs", ts.len(), d.vcpus)));
+                    }
+                    progs[i] = ts
+                        .iter()
+                        .enumerate()
+                        .map(|(k, w)| programs_for(w, 1, &format!("{p}.tasks[{k}]"), lib).map(|mut v| v.pop()))
+                        .collect::<Result<_, _>>()?;
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut tasks = Vec::new();
+    let mut rank_in_group = vec![0u32; groups.len()];
+    for (di, d) in spec.domains.iter().enumerate() {
+        let p = format!("domain[{di}]");
+        let dom_aff = affinity_of(&d.affinity, format!("{p}.affinity"), topo)?;
+        let g = groups.iter().position(|x| *x == group_name(d)).expect("group") as u32;
+        for v in 0..d.vcpus {
+            let prog = progs[di].get(v as usize).cloned().flatten();
+            let task_aff = match &d.tasks {
+                Some(ts) if (v as usize) < ts.len() && ts[v as usize].affinity.is_some() => {
+                    affinity_of(&ts[v as usize].affinity, format!("{p}.tasks[{v}].affinity"), topo)?
+                }
+                _ => dom_aff,
+            };
+            let rank = if prog.is_some() {
+                rank_in_group[g as usize] += 1;
+                rank_in_group[g as usize] - 1
+            } else {
+                0
+            };
+            let id = tasks.len() as u32;
+            views[di].tasks.push(ampsched_model::TaskId(id));
+            tasks.push(TaskTemplate {
+                domain: DomainId(di as u32),
+                vcpu: v,
+                program: Arc::new(prog.unwrap_or_else(Program::idle)),
+                affinity: task_aff,
+                group: g,
+                rank,
+            });
+        }
+    }
+    Ok((views, tasks))
+}
+
+/// A comparable rendering of a workload spec (to check shared workloads match).
+fn serde_json_like(w: &WorkloadSpec) -> String {
+    format!("{:?}|{:?}|{:?}", w.model, w.params, w.program.as_ref().map(|p| format!("{p:?}")))
+}
