@@ -203,6 +203,11 @@ fn cmd_bench(only: Vec<String>, child: bool) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
+    // Die quietly on a closed pipe (`ampsched models | head`), like other Unix tools.
+    // SAFETY: resetting a signal disposition at start-up, before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Sim { scenario, dispatcher, placer, seed, runs, json, jobs, quiet } => {

@@ -493,9 +493,8 @@ impl Credit {
     }
 
     fn steal_from(&mut self, v: &SysView, peer: CpuId, cpu: CpuId, pri: i8) -> Option<TaskId> {
-        if v.curr[peer.idx()].is_none() {
-            return None; // an idle peer is about to pick from its own queue
-        }
+        // An idle peer is about to pick from its own queue: leave it alone.
+        v.curr[peer.idx()]?;
         let now = v.now;
         let hot_window = self.p.migration_delay;
         let found = self.runq[peer.idx()].iter().copied().take_while(|t| self.vc[t.idx()].pri > pri).find(|t| {
@@ -870,5 +869,175 @@ impl Dispatcher for Credit {
             ("boosts", self.stats.boosts as f64),
             ("accountings", self.stats.accountings as f64),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Worked examples driving the credit scheduler directly, hook by hook.
+    use super::*;
+    use crate::dispatcher::{DomainView, TaskView};
+    use ampsched_model::spec::{CoschedType, PriorityClass};
+
+    struct World {
+        topo: Topology,
+        tasks: Vec<TaskView>,
+        domains: Vec<DomainView>,
+        curr: Vec<Option<TaskId>>,
+    }
+
+    impl World {
+        /// `ncpus` slow CPUs; one single-vCPU domain per entry of `weights`.
+        fn new(ncpus: usize, weights: &[u32]) -> World {
+            let topo = Topology::fast_slow(0, 2.0, ncpus, 1.0, ncpus);
+            let tasks = (0..weights.len())
+                .map(|i| TaskView { domain: DomainId(i as u32), vcpu: 0, affinity: topo.all })
+                .collect();
+            let domains = weights
+                .iter()
+                .enumerate()
+                .map(|(i, w)| DomainView {
+                    name: format!("d{i}"),
+                    weight: *w,
+                    cap: 0,
+                    priority: PriorityClass::Normal,
+                    fast_vcpus: None,
+                    cosched: CoschedType::Hit,
+                    tasks: vec![TaskId(i as u32)],
+                })
+                .collect();
+            World { curr: vec![None; ncpus], topo, tasks, domains }
+        }
+        fn view(&self, now: Nanos) -> SysView<'_> {
+            SysView { now, topo: &self.topo, tasks: &self.tasks, domains: &self.domains, curr: &self.curr }
+        }
+    }
+
+    fn credit(w: &World) -> Credit {
+        let mut c = Credit::new("credit", CreditParams::defaults(Profile::Current), &w.topo);
+        c.init(&w.view(Nanos::ZERO));
+        c
+    }
+
+    #[test]
+    fn boost_on_wake_preempts_an_over_vcpu() {
+        let mut w = World::new(1, &[256, 256]);
+        let mut c = credit(&w);
+        let (a, b) = (TaskId(0), TaskId(1));
+        let mut fx = Effects::default();
+        c.wake(&w.view(Nanos::ZERO), a, &mut fx);
+        let p = c.pick_next(&w.view(Nanos::ZERO), CpuId(0), None, false, &mut fx);
+        assert_eq!(p.task, Some(a));
+        w.curr[0] = Some(a);
+        // A has overspent: credit −100 → OVER (as accounting would set it).
+        c.vc[0].credit = -100;
+        c.vc[0].pri = PRI_OVER;
+        // B wakes at 5 ms: UNDER → BOOST (0) > OVER (−2), so B's pCPU is tickled…
+        let now = Nanos::from_ms(5);
+        let mut fx = Effects::default();
+        c.wake(&w.view(now), b, &mut fx);
+        assert_eq!(c.vc[1].pri, PRI_BOOST);
+        assert_eq!(fx.resched, vec![CpuId(0)]);
+        // …and the reschedule runs B, A going back to the queue (A ran 5 ms > ratelimit 1 ms).
+        let p = c.pick_next(&w.view(now), CpuId(0), Some(a), true, &mut fx);
+        assert_eq!(p.task, Some(b));
+        assert_eq!(c.runq[0], vec![a]);
+        // A burned 5 ms = 50 credits: −100 − 50 = −150.
+        assert_eq!(c.vc[0].credit, -150);
+    }
+
+    #[test]
+    fn a_vcpu_that_always_blocks_before_a_tick_earns_no_credit() {
+        let mut w = World::new(1, &[256]);
+        let mut c = credit(&w);
+        let t = TaskId(0);
+        // Ten 30 ms periods: run 0..5 ms of each 10 ms tick window, block before the tick.
+        for period in 0..10u64 {
+            for tick in 0..3u64 {
+                let base = Nanos::from_ms(period * 30 + tick * 10);
+                let mut fx = Effects::default();
+                c.wake(&w.view(base), t, &mut fx);
+                let p = c.pick_next(&w.view(base), CpuId(0), None, false, &mut fx);
+                assert_eq!(p.task, Some(t));
+                w.curr[0] = Some(t);
+                let end = base + Nanos::from_ms(5);
+                c.block(&w.view(end), t, CpuId(0), &mut fx);
+                let p = c.pick_next(&w.view(end), CpuId(0), Some(t), false, &mut fx);
+                assert_eq!(p.task, None);
+                w.curr[0] = None;
+                // The tick finds the CPU idle: no activation, no burn.
+                c.tick(&w.view(base + Nanos::from_ms(10)), CpuId(0), &mut fx);
+            }
+            c.account(&w.view(Nanos::from_ms(period * 30 + 30)), &mut Effects::default());
+        }
+        // Never on the active list, so accounting never credited it:
+        // 30 runs × 5 ms × 10 credits/ms = 1500 credits burned, nothing earned.
+        assert!(!c.vc[0].active);
+        assert_eq!(c.vc[0].credit, -1500);
+        // Boosted on its first wake; only a tick finding it running (or accounting
+        // of an active vCPU) would lower BOOST, so it stays BOOST: one boost in all.
+        assert_eq!(c.vc[0].pri, PRI_BOOST);
+        assert_eq!(c.stats.boosts, 1);
+    }
+
+    #[test]
+    fn an_idle_cpu_steals_the_first_higher_priority_vcpu() {
+        let mut w = World::new(2, &[256, 256, 256, 256]);
+        let mut c = credit(&w);
+        let now = Nanos::from_ms(1);
+        // CPU 1 runs X and queues Y (UNDER) and Z (OVER): nr_runnable = 3.
+        let (x, y, z, o) = (TaskId(0), TaskId(1), TaskId(2), TaskId(3));
+        for t in [x, y, z] {
+            c.vc[t.idx()].cpu = CpuId(1);
+            c.vc[t.idx()].runnable = true;
+        }
+        c.vc[z.idx()].pri = PRI_OVER;
+        c.runq_insert(y);
+        c.runq_insert(z);
+        c.inc_nr(CpuId(1)); // x running
+        w.curr[1] = Some(x);
+        c.idlers.remove(CpuId(1));
+        // CPU 0's own queue holds only O, which is OVER: it looks for better work.
+        c.vc[o.idx()].cpu = CpuId(0);
+        c.vc[o.idx()].pri = PRI_OVER;
+        c.vc[o.idx()].runnable = true;
+        c.runq_insert(o);
+        let mut fx = Effects::default();
+        let p = c.pick_next(&w.view(now), CpuId(0), None, false, &mut fx);
+        // Y is the first vCPU on CPU 1 strictly better than OVER: stolen, not Z.
+        assert_eq!(p.task, Some(y));
+        assert_eq!(c.vc[y.idx()].cpu, CpuId(0));
+        assert_eq!(c.runq[1], vec![z]);
+        assert_eq!(c.runq[0], vec![o]);
+        assert_eq!(c.stats.steals, 1);
+        // nr_runnable: CPU 1 = X + Z = 2; CPU 0 = Y running + O queued = 2.
+        assert_eq!(c.nr_runnable, vec![2, 2]);
+    }
+
+    #[test]
+    fn accounting_shares_the_pool_by_weight() {
+        // Two active single-vCPU domains, weights 256 and 512, one pCPU:
+        // pool = 300; fair shares ⌈300×256/768⌉ = 100 and ⌈300×512/768⌉ = 200.
+        let w = World::new(1, &[256, 512]);
+        let mut c = credit(&w);
+        let v = w.view(Nanos::ZERO);
+        c.acct_start(&v, TaskId(0));
+        c.acct_start(&v, TaskId(1));
+        c.account(&v, &mut Effects::default());
+        assert_eq!(c.vc[0].credit, 100);
+        assert_eq!(c.vc[1].credit, 200);
+        assert_eq!((c.vc[0].pri, c.vc[1].pri), (PRI_UNDER, PRI_UNDER));
+    }
+
+    #[test]
+    fn burn_keeps_a_sub_credit_residual() {
+        let w = World::new(1, &[256]);
+        let mut c = credit(&w);
+        // 150 µs = 1.5 credits: charge 1, keep 0.5; another 150 µs: 2 (1.5 + 0.5), keep 0.
+        c.start_running(TaskId(0), Nanos::ZERO);
+        c.burn(TaskId(0), Nanos::from_us(150));
+        assert_eq!(c.vc[0].credit, -1);
+        c.burn(TaskId(0), Nanos::from_us(300));
+        assert_eq!(c.vc[0].credit, -3);
     }
 }

@@ -138,6 +138,7 @@ struct Task {
     mig_local: u64,
     mig_remote: u64,
     done_at: Option<Nanos>,
+    computes_done: u64,
     // placer sampling
     period_run: Vec<u64>,
     period_active: bool,
@@ -308,6 +309,7 @@ impl Sim {
                 mig_local: 0,
                 mig_remote: 0,
                 done_at: None,
+                computes_done: 0,
                 period_run: vec![0; nclass],
                 period_active: false,
             })
@@ -500,6 +502,7 @@ impl Sim {
                         tk.work_left = 0.0;
                         tk.refill_left = 0.0;
                         tk.act = Act::Ready;
+                        tk.computes_done += 1;
                         if !matches!(tk.prog.ops[tk.pc as usize], Op::ParFor { .. }) {
                             tk.pc += 1;
                         }
@@ -1230,6 +1233,7 @@ impl Sim {
                 vcpu: self.views[i].vcpu,
                 idle: t.idle_vcpu,
                 completion_ns: t.done_at.map(|x| x.0),
+                computes_done: t.computes_done,
                 cpu_ns: ct(&t.run_by_class),
                 wait_ns: t.wait_ns,
                 blocked_ns: t.blocked_ns,

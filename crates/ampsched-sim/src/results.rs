@@ -55,6 +55,8 @@ pub struct TaskResult {
     pub idle: bool,
     /// When its program ended (null: not done).
     pub completion_ns: Option<u64>,
+    /// Compute segments (ops or parallel-loop chunks) completed (the chore counter's count).
+    pub computes_done: u64,
     /// Run time per CPU class.
     pub cpu_ns: ClassTimes,
     /// Time runnable but not running.

@@ -494,7 +494,7 @@ fn affinity_of(s: &Option<String>, path: String, topo: &Topology) -> Result<CpuS
 
 fn programs_for(w: &WorkloadSpec, threads: u32, path: &str, lib: &Library) -> Result<Vec<Program>, ModelError> {
     match (&w.model, &w.program) {
-        (Some(m), None) => lib.instantiate(m, &w.params, threads, &format!("{path}.model")),
+        (Some(m), None) => lib.instantiate(m, &w.params, threads, path),
         (None, Some(ops)) => {
             if let Some(k) = w.params.keys().next() {
                 return Err(ModelError::new(format!("{path}.{k}"), "parameters apply to a `model`, not to an inline `program`"));
