@@ -126,6 +126,7 @@ struct Task {
     refill_left: f64,
     seg_start: Nanos,
     gen: u32,
+    sleep_gen: u32,
     spin_used: Nanos,
     pf_static_done: bool,
     last_cpu: Option<CpuId>,
@@ -298,6 +299,7 @@ impl Sim {
                 refill_left: 0.0,
                 seg_start: Nanos::ZERO,
                 gen: 0,
+                sleep_gen: 0,
                 spin_used: Nanos::ZERO,
                 pf_static_done: false,
                 last_cpu: None,
@@ -517,7 +519,7 @@ impl Sim {
                 }
             }
             Ev::Wake(t, g) => {
-                if self.tasks[t.idx()].gen == g && self.tasks[t.idx()].st == St::Blocked {
+                if self.tasks[t.idx()].sleep_gen == g && self.tasks[t.idx()].st == St::Blocked {
                     self.wake(t);
                 }
             }
@@ -902,8 +904,8 @@ impl Sim {
                 }
                 Op::Sleep { dur } => {
                     tk.pc += 1;
-                    tk.gen = tk.gen.wrapping_add(1);
-                    let g = tk.gen;
+                    tk.sleep_gen = tk.sleep_gen.wrapping_add(1);
+                    let g = tk.sleep_gen;
                     self.push(self.now + dur, Ev::Wake(t, g));
                     return Outcome::Blocked;
                 }
