@@ -167,7 +167,8 @@ fn cmd_bench(only: Vec<String>, child: bool) -> Result<(), String> {
             return Err(format!("unknown bench case `{c}`; known: S, M, L, XL"));
         }
     }
-    let selected: Vec<_> = cases.iter().filter(|c| only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(c.name))).collect();
+    let selected: Vec<_> =
+        cases.iter().filter(|c| only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(c.name))).collect();
     if child {
         let lib = Library::builtin();
         for case in selected {
@@ -177,7 +178,12 @@ fn cmd_bench(only: Vec<String>, child: bool) -> Result<(), String> {
             let r = run_one(&job).map_err(|e| e.to_string())?;
             let wall = t0.elapsed().as_secs_f64();
             let peak = bench::peak_rss_bytes().unwrap_or(0);
-            println!("{{\"case\":\"{}\",\"wall_s\":{wall},\"sim_s\":{},\"events\":{},\"peak_bytes\":{peak}}}", case.name, r.end_ns as f64 / 1e9, r.events);
+            println!(
+                "{{\"case\":\"{}\",\"wall_s\":{wall},\"sim_s\":{},\"events\":{},\"peak_bytes\":{peak}}}",
+                case.name,
+                r.end_ns as f64 / 1e9,
+                r.events
+            );
         }
         return Ok(());
     }
@@ -192,12 +198,21 @@ fn cmd_bench(only: Vec<String>, child: bool) -> Result<(), String> {
         if !out.status.success() {
             return Err(format!("bench case {} failed: {}", case.name, String::from_utf8_lossy(&out.stderr)));
         }
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("bench child output: {e}"))?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).map_err(|e| format!("bench child output: {e}"))?;
         let wall = v["wall_s"].as_f64().unwrap_or(0.0);
         let sim = v["sim_s"].as_f64().unwrap_or(0.0);
         let ev = v["events"].as_f64().unwrap_or(0.0);
         let peak = v["peak_bytes"].as_f64().unwrap_or(0.0) / 1e6;
-        println!("{:<4} {:>9.2} {:>12.1} {:>14.0} {:>10.1}  {}", case.name, wall, sim / wall, ev / wall, peak, case.about);
+        println!(
+            "{:<4} {:>9.2} {:>12.1} {:>14.0} {:>10.1}  {}",
+            case.name,
+            wall,
+            sim / wall,
+            ev / wall,
+            peak,
+            case.about
+        );
     }
     Ok(())
 }

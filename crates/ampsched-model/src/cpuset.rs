@@ -10,15 +10,37 @@ const WORDS: usize = 16;
 pub const MAX_CPUS: usize = WORDS * 64;
 
 /// A set of CPUs as a bitmask; iteration is in ascending CPU order.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+///
+/// `hi` is an upper bound on the number of words in use, so operations on a
+/// 256-CPU machine touch 4 words, not 16.
+#[derive(Clone, Copy, Default)]
 pub struct CpuSet {
     words: [u64; WORDS],
+    hi: u8,
+}
+
+impl PartialEq for CpuSet {
+    fn eq(&self, o: &CpuSet) -> bool {
+        let n = self.hi.max(o.hi) as usize;
+        self.words[..n] == o.words[..n]
+    }
+}
+impl Eq for CpuSet {}
+
+impl std::hash::Hash for CpuSet {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let mut n = self.hi as usize;
+        while n > 0 && self.words[n - 1] == 0 {
+            n -= 1;
+        }
+        self.words[..n].hash(h);
+    }
 }
 
 impl CpuSet {
     /// The empty set.
     pub const fn new() -> CpuSet {
-        CpuSet { words: [0; WORDS] }
+        CpuSet { words: [0; WORDS], hi: 0 }
     }
     /// CPUs `0..n`.
     pub fn first_n(n: usize) -> CpuSet {
@@ -48,6 +70,7 @@ impl CpuSet {
         let i = c.idx();
         assert!(i < MAX_CPUS, "cpu id {i} exceeds CpuSet capacity {MAX_CPUS}");
         self.words[i / 64] |= 1u64 << (i % 64);
+        self.hi = self.hi.max((i / 64 + 1) as u8);
     }
     /// Remove a CPU.
     #[inline]
@@ -66,19 +89,20 @@ impl CpuSet {
     /// True when no CPU is in the set.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.words.iter().all(|w| *w == 0)
+        self.words[..self.hi as usize].iter().all(|w| *w == 0)
     }
     /// Number of CPUs in the set.
     #[inline]
     pub fn len(&self) -> usize {
-        self.words.iter().map(|w| w.count_ones() as usize).sum()
+        self.words[..self.hi as usize].iter().map(|w| w.count_ones() as usize).sum()
     }
     /// Intersection.
     #[inline]
     pub fn and(&self, o: &CpuSet) -> CpuSet {
-        let mut r = *self;
-        for (a, b) in r.words.iter_mut().zip(o.words.iter()) {
-            *a &= *b;
+        let n = self.hi.min(o.hi);
+        let mut r = CpuSet { words: [0; WORDS], hi: n };
+        for i in 0..n as usize {
+            r.words[i] = self.words[i] & o.words[i];
         }
         r
     }
@@ -86,8 +110,9 @@ impl CpuSet {
     #[inline]
     pub fn or(&self, o: &CpuSet) -> CpuSet {
         let mut r = *self;
-        for (a, b) in r.words.iter_mut().zip(o.words.iter()) {
-            *a |= *b;
+        r.hi = self.hi.max(o.hi);
+        for i in 0..o.hi as usize {
+            r.words[i] |= o.words[i];
         }
         r
     }
@@ -95,15 +120,16 @@ impl CpuSet {
     #[inline]
     pub fn and_not(&self, o: &CpuSet) -> CpuSet {
         let mut r = *self;
-        for (a, b) in r.words.iter_mut().zip(o.words.iter()) {
-            *a &= !*b;
+        for i in 0..self.hi.min(o.hi) as usize {
+            r.words[i] &= !o.words[i];
         }
         r
     }
     /// True when the sets share a CPU.
     #[inline]
     pub fn intersects(&self, o: &CpuSet) -> bool {
-        self.words.iter().zip(o.words.iter()).any(|(a, b)| a & b != 0)
+        let n = self.hi.min(o.hi) as usize;
+        self.words[..n].iter().zip(o.words[..n].iter()).any(|(a, b)| a & b != 0)
     }
     /// The lowest CPU in the set.
     #[inline]
@@ -113,7 +139,8 @@ impl CpuSet {
     /// The lowest CPU with index ≥ `from`.
     #[inline]
     pub fn next_from(&self, from: usize) -> Option<CpuId> {
-        if from >= MAX_CPUS {
+        let hi = self.hi as usize;
+        if from >= hi * 64 {
             return None;
         }
         let mut w = from / 64;
@@ -123,7 +150,7 @@ impl CpuSet {
                 return Some(CpuId((w * 64 + bits.trailing_zeros() as usize) as u32));
             }
             w += 1;
-            if w == WORDS {
+            if w == hi {
                 return None;
             }
             bits = self.words[w];
@@ -228,6 +255,15 @@ mod tests {
         assert_eq!(s.cycle(CpuId(11)), Some(CpuId(0)));
         assert!(CpuSet::parse_list("3-1").is_err());
         assert!(CpuSet::parse_list("x").is_err());
+    }
+
+    #[test]
+    fn equality_ignores_the_word_bound() {
+        let mut a = CpuSet::parse_list("0,200").unwrap();
+        a.remove(CpuId(200));
+        assert_eq!(a, CpuSet::single(CpuId(0)));
+        assert_eq!(a.len(), 1);
+        assert!(CpuSet::new().is_empty() && CpuSet::new().first().is_none());
     }
 
     #[test]

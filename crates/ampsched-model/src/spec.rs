@@ -479,7 +479,8 @@ fn compile_into(ops: &[OpSpec], path: &str, out: &mut Vec<Op>) -> Result<(), Mod
                 out[start] = Op::LoopStart { count: *count, end: end as u32 };
             }
             OpSpec::Parfor { id, ms, schedule, chunk_ms, mem, ws_kb, overlap, wait, spin_limit_us } => {
-                let chunk = Nanos::from_ms_f64(nonneg(chunk_ms.unwrap_or(1.0), format!("{p}.parfor.chunk_ms"), "chunk_ms")?);
+                let chunk =
+                    Nanos::from_ms_f64(nonneg(chunk_ms.unwrap_or(1.0), format!("{p}.parfor.chunk_ms"), "chunk_ms")?);
                 if *schedule != ScheduleKind::Static && chunk.0 == 0 {
                     return Err(ModelError::new(format!("{p}.parfor.chunk_ms"), "must be > 0"));
                 }
@@ -502,7 +503,11 @@ fn compile_into(ops: &[OpSpec], path: &str, out: &mut Vec<Op>) -> Result<(), Mod
                 if capacity == 0 {
                     return Err(ModelError::new(format!("{p}.push.capacity"), "must be ≥ 1"));
                 }
-                out.push(Op::Push { chan: *chan, capacity, wait: wait_of(*wait, *spin_limit_us, &format!("{p}.push"))? })
+                out.push(Op::Push {
+                    chan: *chan,
+                    capacity,
+                    wait: wait_of(*wait, *spin_limit_us, &format!("{p}.push"))?,
+                })
             }
             OpSpec::Pop { chan, wait, spin_limit_us } => {
                 out.push(Op::Pop { chan: *chan, wait: wait_of(*wait, *spin_limit_us, &format!("{p}.pop"))? })

@@ -168,10 +168,8 @@ impl Topology {
     /// A simple machine: `n_fast` CPUs of speed `fast` then `n_slow` of speed `slow`,
     /// `per_mem_domain` CPUs per memory domain (one NUMA node per memory domain).
     pub fn fast_slow(n_fast: usize, fast: f64, n_slow: usize, slow: f64, per_mem_domain: usize) -> Topology {
-        let classes = vec![
-            CpuClass { name: "fast".into(), speed: fast },
-            CpuClass { name: "slow".into(), speed: slow },
-        ];
+        let classes =
+            vec![CpuClass { name: "fast".into(), speed: fast }, CpuClass { name: "slow".into(), speed: slow }];
         let per = per_mem_domain.max(1);
         let cpus = (0..n_fast + n_slow)
             .map(|i| {

@@ -93,8 +93,16 @@ pub struct CreditParams {
 pub const CREDIT_PARAMS: &[ParamDoc] = &[
     ParamDoc { name: "tslice_ms", default: "30", doc: "timeslice and accounting period, ms (Xen: 1..1000)" },
     ParamDoc { name: "ratelimit_us", default: "1000 (xen40: 0)", doc: "minimum run before preemption, µs; 0 = off" },
-    ParamDoc { name: "tick_migrate", default: "true", doc: "tick may move a running vCPU to an idle pCPU in a less loaded memory domain" },
-    ParamDoc { name: "migration_delay_us", default: "0", doc: "a vCPU that ran within this time is cache-hot and not stolen" },
+    ParamDoc {
+        name: "tick_migrate",
+        default: "true",
+        doc: "tick may move a running vCPU to an idle pCPU in a less loaded memory domain",
+    },
+    ParamDoc {
+        name: "migration_delay_us",
+        default: "0",
+        doc: "a vCPU that ran within this time is cache-hot and not stolen",
+    },
 ];
 
 impl CreditParams {
@@ -110,7 +118,12 @@ impl CreditParams {
     }
 
     /// Read from scenario parameters.
-    pub fn from_params(policy: &str, profile: Profile, params: &Params, docs: &'static [ParamDoc]) -> Result<CreditParams, PolicyError> {
+    pub fn from_params(
+        policy: &str,
+        profile: Profile,
+        params: &Params,
+        docs: &'static [ParamDoc],
+    ) -> Result<CreditParams, PolicyError> {
         let d = CreditParams::defaults(profile);
         let r = ParamReader::new(policy, params, docs)?;
         let tslice = r.ms("tslice_ms", d.tslice, 1.0, 1000.0)?;
@@ -197,8 +210,12 @@ pub struct Credit {
     pub nr_runnable: Vec<u32>,
     runq_sort_last: Vec<u32>,
     runq_sort: u32,
-    /// pCPUs idling (and not yet tickled).
+    /// pCPUs idling (and not yet tickled); change only through `set_idle`.
     pub idlers: CpuSet,
+    /// Number of idlers per memory domain (kept in step with `idlers`).
+    idle_per_md: Vec<u32>,
+    md_of: Vec<u32>,
+    node_of: Vec<u32>,
     /// pCPUs with more than one runnable vCPU (steal candidates).
     overloaded: CpuSet,
     weight_total: u64,
@@ -230,6 +247,9 @@ impl Credit {
             runq_sort_last: vec![0; n],
             runq_sort: 0,
             idlers: topo.all,
+            idle_per_md: topo.mem_domains.iter().map(|s| s.len() as u32).collect(),
+            md_of: topo.cpus.iter().map(|c| c.mem_domain).collect(),
+            node_of: topo.cpus.iter().map(|c| c.numa).collect(),
             overloaded: CpuSet::new(),
             weight_total: 0,
             credit_pool: credits_per_tslice as u32 * n as u32,
@@ -245,6 +265,21 @@ impl Credit {
     /// Credits handed out per vCPU-timeslice (300 at 30 ms).
     pub fn credits_per_tslice(&self) -> i32 {
         self.credits_per_tslice
+    }
+
+    /// Mark a pCPU idle or not, keeping the per-memory-domain counts.
+    pub fn set_idle(&mut self, cpu: CpuId, idle: bool) {
+        if self.idlers.contains(cpu) == idle {
+            return;
+        }
+        let md = self.md_of[cpu.idx()] as usize;
+        if idle {
+            self.idlers.insert(cpu);
+            self.idle_per_md[md] += 1;
+        } else {
+            self.idlers.remove(cpu);
+            self.idle_per_md[md] -= 1;
+        }
     }
 
     fn set_nr(&mut self, cpu: CpuId, n: u32) {
@@ -391,7 +426,7 @@ impl Credit {
             }
         }
         for c in mask.iter() {
-            self.idlers.remove(c);
+            self.set_idle(c, false);
             fx.resched(c);
         }
     }
@@ -404,35 +439,34 @@ impl Credit {
         let aff = v.tasks[t.idx()].affinity;
         let here = self.vc[t.idx()].cpu;
         let mut cpu = if aff.contains(here) { here } else { aff.cycle(here).unwrap_or(here) };
-        let mut idlers = self.idlers;
-        if cpu == here && self.runq[here.idx()].is_empty() {
-            idlers.insert(here);
-        }
-        let cand = idlers.and(&aff);
-        if cand.is_empty() {
+        if self.idlers.is_empty() {
             return cpu;
         }
-        let md_of = |c: CpuId| topo.cpus[c.idx()].mem_domain as usize;
+        // `here` counts as idle when only t would run there (Xen `is_runq_idle`).
+        let bonus = cpu == here && self.runq[here.idx()].is_empty() && !self.idlers.contains(here);
+        let idle_in = |m: usize, c: CpuId| {
+            self.idle_per_md[m] + (bonus && self.md_of[here.idx()] as usize == m && c == here) as u32
+        };
+        let md = |c: CpuId| self.md_of[c.idx()] as usize;
         // Same memory domain: an idle pCPU beats a busy one.
-        if !idlers.contains(cpu) {
-            let local = cand.and(&topo.mem_domains[md_of(cpu)]);
+        if !self.idlers.contains(cpu) && !(bonus && cpu == here) {
+            let local = self.idlers.and(&aff).and(&topo.mem_domains[md(cpu)]);
             if let Some(c) = local.cycle(cpu) {
                 cpu = c;
             }
         }
         // Other memory domains, in cyclic order: move when twice as idle.
         let nmd = topo.mem_domains.len();
-        let start = md_of(cpu);
+        let start = md(cpu);
         for k in 1..nmd {
             let m = (start + k) % nmd;
-            let theirs = cand.and(&topo.mem_domains[m]);
-            if theirs.is_empty() {
+            let other = self.idle_per_md[m];
+            if other == 0 || idle_in(md(cpu), cpu) * 2 >= other {
                 continue;
             }
-            let mine = idlers.and(&topo.mem_domains[md_of(cpu)]).len();
-            let other = idlers.and(&topo.mem_domains[m]).len();
-            if mine * 2 < other {
-                cpu = theirs.cycle(cpu).expect("non-empty");
+            let theirs = self.idlers.and(&aff).and(&topo.mem_domains[m]);
+            if let Some(c) = theirs.cycle(cpu) {
+                cpu = c;
             }
         }
         cpu
@@ -472,7 +506,7 @@ impl Credit {
             return None;
         }
         let nnodes = topo.numa_nodes.len().max(1);
-        let node = topo.cpus[cpu.idx()].numa as usize;
+        let node = self.node_of[cpu.idx()] as usize;
         for k in 0..nnodes {
             let n = (node + k) % nnodes;
             let w = workers.and(&topo.numa_nodes[n]);
@@ -543,11 +577,7 @@ impl Credit {
         } else {
             None
         };
-        if next.is_none() {
-            self.idlers.insert(cpu);
-        } else {
-            self.idlers.remove(cpu);
-        }
+        self.set_idle(cpu, next.is_none());
         next
     }
 
@@ -576,6 +606,31 @@ impl Credit {
         } else {
             self.runq_insert_raw(prev);
         }
+    }
+
+    /// Hook (AASH): move `t` to `cpu` at its next deschedule, like the tick's migration.
+    pub fn set_migrate_to(&mut self, t: TaskId, cpu: Option<CpuId>) {
+        self.vc[t.idx()].migrate_to = cpu;
+    }
+
+    /// Hook (AASH): when `t` was last picked (for ratelimit).
+    pub fn run_since(&self, t: TaskId) -> Nanos {
+        self.vc[t.idx()].run_since
+    }
+
+    /// Hook (AASH): take queued `t` off its pCPU's runqueue to run it there (stays counted).
+    pub fn take_to_run(&mut self, t: TaskId) {
+        self.runq_remove_raw(t);
+    }
+
+    /// Hook (AASH): try to steal from one peer (see `steal`).
+    pub fn steal_one(&mut self, v: &SysView, peer: CpuId, cpu: CpuId, pri: i8) -> Option<TaskId> {
+        self.steal_from(v, peer, cpu, pri)
+    }
+
+    /// Hook (AASH): debug-check the runqueue invariants with `v.curr` as what runs.
+    pub fn assert_invariants(&self, v: &SysView) {
+        self.check_invariants(v);
     }
 
     /// Mark `t` as now running on `cpu` from `now`.
@@ -700,7 +755,7 @@ impl Credit {
     fn unpark(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
         let vc = &self.vc[t.idx()];
         let cpu = vc.cpu;
-        if vc.runnable && !vc.on_runq && v.curr[cpu.idx()] != Some(t) && !v.curr.contains(&Some(t)) {
+        if vc.runnable && !vc.on_runq && v.curr[cpu.idx()] != Some(t) {
             self.enqueue_and_tickle(v, t, fx);
         }
     }
@@ -757,7 +812,8 @@ impl Dispatcher for Credit {
     fn wake(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
         let vc = &mut self.vc[t.idx()];
         vc.runnable = true;
-        if vc.on_runq || v.curr.contains(&Some(t)) || vc.parked {
+        debug_assert!(!v.curr.contains(&Some(t)), "{t} woken while running");
+        if vc.on_runq || vc.parked {
             return;
         }
         if vc.pri == PRI_UNDER {
@@ -795,7 +851,14 @@ impl Dispatcher for Credit {
         self.do_account(v, fx);
     }
 
-    fn pick_next(&mut self, v: &SysView, cpu: CpuId, prev: Option<TaskId>, prev_runnable: bool, fx: &mut Effects) -> Pick {
+    fn pick_next(
+        &mut self,
+        v: &SysView,
+        cpu: CpuId,
+        prev: Option<TaskId>,
+        prev_runnable: bool,
+        fx: &mut Effects,
+    ) -> Pick {
         let now = v.now;
         if let Some(p) = prev {
             // Ratelimit: keep a runnable vCPU that has run for less than it.
@@ -996,7 +1059,7 @@ mod tests {
         c.runq_insert(z);
         c.inc_nr(CpuId(1)); // x running
         w.curr[1] = Some(x);
-        c.idlers.remove(CpuId(1));
+        c.set_idle(CpuId(1), false);
         // CPU 0's own queue holds only O, which is OVER: it looks for better work.
         c.vc[o.idx()].cpu = CpuId(0);
         c.vc[o.idx()].pri = PRI_OVER;

@@ -111,7 +111,14 @@ pub trait Dispatcher: Send {
     /// Periodic global accounting.
     fn account(&mut self, v: &SysView, fx: &mut Effects);
     /// Choose what `cpu` runs next; `prev` was running there until now.
-    fn pick_next(&mut self, v: &SysView, cpu: CpuId, prev: Option<TaskId>, prev_runnable: bool, fx: &mut Effects) -> Pick;
+    fn pick_next(
+        &mut self,
+        v: &SysView,
+        cpu: CpuId,
+        prev: Option<TaskId>,
+        prev_runnable: bool,
+        fx: &mut Effects,
+    ) -> Pick;
     /// A task's hard affinity changed (already visible in `v`).
     fn affinity_changed(&mut self, v: &SysView, t: TaskId, fx: &mut Effects);
     /// A domain's parameters (weight, priority, co-scheduling type) changed.

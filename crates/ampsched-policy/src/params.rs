@@ -73,7 +73,10 @@ impl<'a> ParamReader<'a> {
             None => Ok(default),
             Some(v) => match v.as_f64() {
                 Some(x) if x >= min && x <= max => Ok(x),
-                _ => Err(PolicyError { param: name.into(), msg: format!("must be a number in [{min}, {max}], got {v:?}") }),
+                _ => Err(PolicyError {
+                    param: name.into(),
+                    msg: format!("must be a number in [{min}, {max}], got {v:?}"),
+                }),
             },
         }
     }
@@ -84,7 +87,10 @@ impl<'a> ParamReader<'a> {
             None => Ok(default),
             Some(v) => match v.as_u64() {
                 Some(x) if x >= min && x <= max => Ok(x),
-                _ => Err(PolicyError { param: name.into(), msg: format!("must be an integer in [{min}, {max}], got {v:?}") }),
+                _ => Err(PolicyError {
+                    param: name.into(),
+                    msg: format!("must be an integer in [{min}, {max}], got {v:?}"),
+                }),
             },
         }
     }
@@ -110,7 +116,12 @@ impl<'a> ParamReader<'a> {
     }
 
     /// One of `allowed` strings.
-    pub fn choice(&self, name: &str, default: &'static str, allowed: &[&'static str]) -> Result<&'static str, PolicyError> {
+    pub fn choice(
+        &self,
+        name: &str,
+        default: &'static str,
+        allowed: &[&'static str],
+    ) -> Result<&'static str, PolicyError> {
         match self.get(name) {
             None => Ok(default),
             Some(v) => {

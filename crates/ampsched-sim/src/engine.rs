@@ -22,7 +22,10 @@
 use crate::results::{ClassTimes, CpuResult, DomainResult, RunResult, SeriesPoint, TaskResult};
 use crate::scenario::{DomainChange, Stop};
 use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, NoiseSpec, Op, Program, Schedule, TaskId, Topology, Wait};
-use ampsched_policy::{AffinityChange, CpuSample, Dispatcher, DomainSample, DomainView, Effects, Placer, Snapshot, SysView, TaskSample, TaskView};
+use ampsched_policy::{
+    AffinityChange, CpuSample, Dispatcher, DomainSample, DomainView, Effects, Placer, Snapshot, SysView, TaskSample,
+    TaskView,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Ordering;
@@ -249,6 +252,7 @@ pub struct Sim {
     // fast CPU idle while a slow CPU is busy
     idle_fast: u32,
     busy_slow: u32,
+    asymmetric: bool,
     fisb_since: Nanos,
     fisb_ns: u64,
     last_place: Nanos,
@@ -316,7 +320,8 @@ impl Sim {
                 period_active: false,
             })
             .collect();
-        let views = cfg.tasks.iter().map(|t| TaskView { domain: t.domain, vcpu: t.vcpu, affinity: t.affinity }).collect();
+        let views =
+            cfg.tasks.iter().map(|t| TaskView { domain: t.domain, vcpu: t.vcpu, affinity: t.affinity }).collect();
         let cpus: Vec<Cpu> = topo
             .cpus
             .iter()
@@ -344,6 +349,7 @@ impl Sim {
             })
             .collect();
         let nd = cfg.domains.len();
+        let topo_symmetric = topo.is_symmetric();
         let idle_fast = cpus.iter().filter(|c| c.fast).count() as u32;
         let live = tasks.iter().filter(|t| !t.idle_vcpu).count();
         Sim {
@@ -379,6 +385,7 @@ impl Sim {
             last_stats: Nanos::ZERO,
             idle_fast,
             busy_slow: 0,
+            asymmetric: !topo_symmetric,
             fisb_since: Nanos::ZERO,
             fisb_ns: 0,
             last_place: Nanos::ZERO,
@@ -392,7 +399,6 @@ impl Sim {
         self.seq += 1;
         self.heap.push(Item { t, seq: self.seq, ev });
     }
-
 
     /// Run to the stop condition and return the results.
     pub fn run(mut self) -> RunResult {
@@ -699,7 +705,7 @@ impl Sim {
                 } else {
                     self.idle_fast += 1;
                 }
-            } else if !self.topo.is_symmetric() {
+            } else if self.asymmetric {
                 if busy {
                     self.busy_slow += 1;
                 } else {
@@ -753,7 +759,10 @@ impl Sim {
             let Some(n) = pick.task else { return };
             if pick.task != prev {
                 debug_assert_eq!(self.tasks[n.idx()].st, St::Runnable, "picked {n} is not runnable");
-                debug_assert!(!self.curr.iter().enumerate().any(|(i, x)| *x == Some(n) && i != c.idx()), "{n} on two CPUs");
+                debug_assert!(
+                    !self.curr.iter().enumerate().any(|(i, x)| *x == Some(n) && i != c.idx()),
+                    "{n} on two CPUs"
+                );
                 self.start_on(n, c);
             }
             let g = self.cpus[c.idx()].slice_gen;
@@ -783,7 +792,6 @@ impl Sim {
     fn start_on(&mut self, n: TaskId, c: CpuId) {
         self.set_state(n, St::Running(c));
         let now = self.now;
-        let cache = self.topo.cache.clone();
         let md_new = self.topo.cpus[c.idx()].mem_domain;
         let last = self.tasks[n.idx()].last_cpu;
         let tk = &mut self.tasks[n.idx()];
@@ -797,7 +805,7 @@ impl Sim {
                     tk.mig_local += 1;
                 }
                 self.ser_mig[tk.domain.idx()] += 1;
-                let cost = cache.refill_cost(tk.ws_kb, tk.overlap, across).0 as f64;
+                let cost = self.topo.cache.refill_cost(tk.ws_kb, tk.overlap, across).0 as f64;
                 tk.refill_left = tk.refill_left.max(cost);
             }
         }
@@ -1167,7 +1175,8 @@ impl Sim {
         }
         self.last_place = now;
         for ch in changes {
-            if ch.mask.is_empty() || ch.task.idx() >= self.tasks.len() || self.views[ch.task.idx()].affinity == ch.mask {
+            if ch.mask.is_empty() || ch.task.idx() >= self.tasks.len() || self.views[ch.task.idx()].affinity == ch.mask
+            {
                 continue;
             }
             self.placer_changes += 1;

@@ -101,12 +101,7 @@ enum Template {
 #[derive(Clone, Copy, Debug)]
 enum Kind {
     /// A finite number between `lo` and `hi` (bounds open when the flag says so).
-    Float {
-        lo: f64,
-        hi: f64,
-        lo_open: bool,
-        hi_open: bool,
-    },
+    Float { lo: f64, hi: f64, lo_open: bool, hi_open: bool },
     /// An integer in `[min, max]`.
     Int { min: u64, max: u64 },
     /// One of these names.
@@ -153,63 +148,30 @@ const MAX_COUNT: u64 = u32::MAX as u64;
 const DEFAULT_SPIN_LIMIT_US: f64 = ampsched_model::spec::DEFAULT_SPIN_LIMIT_US;
 
 const fn float(lo: f64, hi: f64) -> Kind {
-    Kind::Float {
-        lo,
-        hi,
-        lo_open: false,
-        hi_open: false,
-    }
+    Kind::Float { lo, hi, lo_open: false, hi_open: false }
 }
 const fn positive(hi: f64) -> Kind {
-    Kind::Float {
-        lo: 0.0,
-        hi,
-        lo_open: true,
-        hi_open: false,
-    }
+    Kind::Float { lo: 0.0, hi, lo_open: true, hi_open: false }
 }
 const fn int(min: u64, max: u64) -> Kind {
     Kind::Int { min, max }
 }
 
 const fn p(name: &'static str, kind: Kind, default: Val, doc: &'static str) -> ParamDef {
-    ParamDef {
-        name,
-        kind,
-        default,
-        doc,
-    }
+    ParamDef { name, kind, default, doc }
 }
 
 const MEM: ParamDef = p(
     "mem",
-    Kind::Float {
-        lo: 0.0,
-        hi: 1.0,
-        lo_open: false,
-        hi_open: true,
-    },
+    Kind::Float { lo: 0.0, hi: 1.0, lo_open: false, hi_open: true },
     Val::F(0.0),
     "fraction of compute time stalled on memory (does not scale with core speed)",
 );
-const WS_KB: ParamDef = p(
-    "ws_kb",
-    int(0, u32::MAX as u64),
-    Val::I(0),
-    "working set, KiB (migration refill cost)",
-);
-const OVERLAP: ParamDef = p(
-    "overlap",
-    float(0.0, 1.0),
-    Val::F(1.0),
-    "share of the cache refill a migration pays (0 = streaming, 1 = all)",
-);
-const WAIT: ParamDef = p(
-    "wait",
-    Kind::Choice(WAIT_NAMES),
-    Val::S("block"),
-    "how threads wait: block, spin or spin-then-block",
-);
+const WS_KB: ParamDef = p("ws_kb", int(0, u32::MAX as u64), Val::I(0), "working set, KiB (migration refill cost)");
+const OVERLAP: ParamDef =
+    p("overlap", float(0.0, 1.0), Val::F(1.0), "share of the cache refill a migration pays (0 = streaming, 1 = all)");
+const WAIT: ParamDef =
+    p("wait", Kind::Choice(WAIT_NAMES), Val::S("block"), "how threads wait: block, spin or spin-then-block");
 const SPIN_LIMIT: ParamDef = p(
     "spin_limit_us",
     float(0.0, 1e12),
@@ -218,54 +180,20 @@ const SPIN_LIMIT: ParamDef = p(
 );
 
 const SEQUENTIAL_PARAMS: &[ParamDef] = &[
-    p(
-        "work_s",
-        positive(1e7),
-        Val::F(20.0),
-        "work at speed 1.0, seconds (a scale)",
-    ),
+    p("work_s", positive(1e7), Val::F(20.0), "work at speed 1.0, seconds (a scale)"),
     MEM,
     WS_KB,
     OVERLAP,
-    p(
-        "segment_ms",
-        float(0.0, MAX_TIME),
-        Val::F(0.0),
-        "split the work into segments of this length, ms (0 = one op)",
-    ),
+    p("segment_ms", float(0.0, MAX_TIME), Val::F(0.0), "split the work into segments of this length, ms (0 = one op)"),
 ];
 
-const CPU_BOUND_PARAMS: &[ParamDef] = &[
-    p(
-        "work_s",
-        positive(1e7),
-        Val::F(3600.0),
-        "work at speed 1.0, seconds",
-    ),
-    MEM,
-    WS_KB,
-    OVERLAP,
-];
+const CPU_BOUND_PARAMS: &[ParamDef] =
+    &[p("work_s", positive(1e7), Val::F(3600.0), "work at speed 1.0, seconds"), MEM, WS_KB, OVERLAP];
 
 const FORK_JOIN_PARAMS: &[ParamDef] = &[
-    p(
-        "work_s",
-        positive(1e7),
-        Val::F(20.0),
-        "total single-threaded work at speed 1.0, seconds",
-    ),
-    p(
-        "serial_frac",
-        float(0.0, 1.0),
-        Val::F(0.05),
-        "share of the work done by thread 0 alone (Amdahl)",
-    ),
-    p(
-        "iterations",
-        int(1, MAX_COUNT),
-        Val::I(1),
-        "fork-join rounds (the work is split evenly among them)",
-    ),
+    p("work_s", positive(1e7), Val::F(20.0), "total single-threaded work at speed 1.0, seconds"),
+    p("serial_frac", float(0.0, 1.0), Val::F(0.05), "share of the work done by thread 0 alone (Amdahl)"),
+    p("iterations", int(1, MAX_COUNT), Val::I(1), "fork-join rounds (the work is split evenly among them)"),
     MEM,
     WS_KB,
     OVERLAP,
@@ -274,54 +202,24 @@ const FORK_JOIN_PARAMS: &[ParamDef] = &[
 ];
 
 const PHASED_PARAMS: &[ParamDef] = &[
-    p(
-        "phases",
-        int(1, MAX_COUNT),
-        Val::I(200),
-        "number of parallel phases",
-    ),
-    p(
-        "phase_ms",
-        float(0.0, MAX_TIME),
-        Val::F(100.0),
-        "parallel work per thread per phase, ms",
-    ),
+    p("phases", int(1, MAX_COUNT), Val::I(200), "number of parallel phases"),
+    p("phase_ms", float(0.0, MAX_TIME), Val::F(100.0), "parallel work per thread per phase, ms"),
     p(
         "barriers_per_phase",
         int(1, MAX_COUNT),
         Val::I(1),
         "barriers per phase (the phase work is split evenly between them)",
     ),
-    p(
-        "serial_every",
-        int(0, MAX_COUNT),
-        Val::I(0),
-        "a sequential section after every k phases (0 = never)",
-    ),
-    p(
-        "serial_ms",
-        float(0.0, MAX_TIME),
-        Val::F(0.0),
-        "work of a sequential section on thread 0, ms",
-    ),
-    p(
-        "io_ms",
-        float(0.0, MAX_TIME),
-        Val::F(0.0),
-        "wall-time I/O (sleep) of thread 0 in each sequential section, ms",
-    ),
+    p("serial_every", int(0, MAX_COUNT), Val::I(0), "a sequential section after every k phases (0 = never)"),
+    p("serial_ms", float(0.0, MAX_TIME), Val::F(0.0), "work of a sequential section on thread 0, ms"),
+    p("io_ms", float(0.0, MAX_TIME), Val::F(0.0), "wall-time I/O (sleep) of thread 0 in each sequential section, ms"),
     p(
         "lock_every",
         float(0.0, MAX_TIME),
         Val::F(0.0),
         "a lock-protected critical section every this many µs of phase work (0 = none)",
     ),
-    p(
-        "hold_us",
-        float(0.0, MAX_TIME),
-        Val::F(0.0),
-        "work inside each critical section, µs (part of the phase work)",
-    ),
+    p("hold_us", float(0.0, MAX_TIME), Val::F(0.0), "work inside each critical section, µs (part of the phase work)"),
     WAIT,
     SPIN_LIMIT,
     MEM,
@@ -330,30 +228,10 @@ const PHASED_PARAMS: &[ParamDef] = &[
 ];
 
 const PIPELINE_PARAMS: &[ParamDef] = &[
-    p(
-        "stages",
-        int(1, MAX_COUNT),
-        Val::I(4),
-        "pipeline stages (merged into consecutive groups when threads < stages)",
-    ),
-    p(
-        "items",
-        int(1, MAX_COUNT),
-        Val::I(1000),
-        "items flowing through the pipeline",
-    ),
-    p(
-        "item_ms",
-        float(0.0, MAX_TIME),
-        Val::F(5.0),
-        "work per item per stage, ms",
-    ),
-    p(
-        "queue_cap",
-        int(1, MAX_COUNT),
-        Val::I(4),
-        "capacity of each queue between stages, items",
-    ),
+    p("stages", int(1, MAX_COUNT), Val::I(4), "pipeline stages (merged into consecutive groups when threads < stages)"),
+    p("items", int(1, MAX_COUNT), Val::I(1000), "items flowing through the pipeline"),
+    p("item_ms", float(0.0, MAX_TIME), Val::F(5.0), "work per item per stage, ms"),
+    p("queue_cap", int(1, MAX_COUNT), Val::I(4), "capacity of each queue between stages, items"),
     WAIT,
     SPIN_LIMIT,
     MEM,
@@ -362,30 +240,10 @@ const PIPELINE_PARAMS: &[ParamDef] = &[
 ];
 
 const WORKQUEUE_PARAMS: &[ParamDef] = &[
-    p(
-        "iterations",
-        int(1, MAX_COUNT),
-        Val::I(100),
-        "number of parallel loops",
-    ),
-    p(
-        "work_ms",
-        float(0.0, MAX_TIME),
-        Val::F(200.0),
-        "total work of one loop, ms",
-    ),
-    p(
-        "schedule",
-        Kind::Choice(SCHEDULE_NAMES),
-        Val::S("dynamic"),
-        "partitioning: static, dynamic or guided",
-    ),
-    p(
-        "chunk_ms",
-        positive(MAX_TIME),
-        Val::F(1.0),
-        "chunk (dynamic) or smallest chunk (guided), ms",
-    ),
+    p("iterations", int(1, MAX_COUNT), Val::I(100), "number of parallel loops"),
+    p("work_ms", float(0.0, MAX_TIME), Val::F(200.0), "total work of one loop, ms"),
+    p("schedule", Kind::Choice(SCHEDULE_NAMES), Val::S("dynamic"), "partitioning: static, dynamic or guided"),
+    p("chunk_ms", positive(MAX_TIME), Val::F(1.0), "chunk (dynamic) or smallest chunk (guided), ms"),
     p(
         "serial_ms",
         float(0.0, MAX_TIME),
@@ -401,7 +259,12 @@ const WORKQUEUE_PARAMS: &[ParamDef] = &[
 
 /// Every template: (template, name, doc, parameters).
 const TEMPLATES: &[(Template, &str, &str, &[ParamDef])] = &[
-    (Template::Sequential, "sequential", "one compute per thread; each thread is an independent copy", SEQUENTIAL_PARAMS),
+    (
+        Template::Sequential,
+        "sequential",
+        "one compute per thread; each thread is an independent copy",
+        SEQUENTIAL_PARAMS,
+    ),
     (Template::CpuBound, "cpu-bound", "one long compute per thread, for duration-bounded scenarios", CPU_BOUND_PARAMS),
     (
         Template::ForkJoin,
@@ -439,28 +302,12 @@ fn template_names() -> String {
 
 fn describe_kind(kind: Kind) -> String {
     match kind {
-        Kind::Float {
-            lo,
-            hi,
-            lo_open,
-            hi_open,
-        } => {
-            format!(
-                "a number in {}{lo}, {hi}{}",
-                if lo_open { "(" } else { "[" },
-                if hi_open { ")" } else { "]" }
-            )
+        Kind::Float { lo, hi, lo_open, hi_open } => {
+            format!("a number in {}{lo}, {hi}{}", if lo_open { "(" } else { "[" }, if hi_open { ")" } else { "]" })
         }
         Kind::Int { min, max } => format!("an integer in [{min}, {max}]"),
         Kind::Choice(names) => {
-            format!(
-                "one of {}",
-                names
-                    .iter()
-                    .map(|n| format!("\"{n}\""))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
+            format!("one of {}", names.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", "))
         }
     }
 }
@@ -479,12 +326,7 @@ fn show_value(v: &ParamValue) -> String {
 fn check_value(def: &ParamDef, v: &ParamValue) -> Result<Val, String> {
     let bad = || format!("must be {}, got {}", describe_kind(def.kind), show_value(v));
     match def.kind {
-        Kind::Float {
-            lo,
-            hi,
-            lo_open,
-            hi_open,
-        } => {
+        Kind::Float { lo, hi, lo_open, hi_open } => {
             let x = v.as_f64().ok_or_else(bad)?;
             let above = if lo_open { x > lo } else { x >= lo };
             let below = if hi_open { x < hi } else { x <= hi };
@@ -546,11 +388,7 @@ impl Resolved {
         }
     }
     fn path(&self, name: &str) -> String {
-        self.vals
-            .iter()
-            .find(|v| v.0 == name)
-            .map(|v| v.2.clone())
-            .unwrap_or_else(|| name.to_string())
+        self.vals.iter().find(|v| v.0 == name).map(|v| v.2.clone()).unwrap_or_else(|| name.to_string())
     }
     fn err(&self, name: &str, msg: impl Into<String>) -> ModelError {
         ModelError::new(self.path(name), msg)
@@ -562,29 +400,14 @@ type Layer<'a> = (&'a Params, &'a dyn Fn(&str) -> String);
 
 /// Merge parameter layers (the model's values, then overrides) over the defaults;
 /// defaults are reported at the last layer's paths.
-fn resolve(
-    template: &str,
-    defs: &[ParamDef],
-    model: &str,
-    layers: &[Layer<'_>],
-) -> Result<Resolved, ModelError> {
-    let default_path = |k: &str| {
-        layers
-            .last()
-            .map(|l| (l.1)(k))
-            .unwrap_or_else(|| k.to_string())
-    };
-    let mut vals: Vec<(&'static str, Val, String)> = defs
-        .iter()
-        .map(|d| (d.name, d.default, default_path(d.name)))
-        .collect();
+fn resolve(template: &str, defs: &[ParamDef], model: &str, layers: &[Layer<'_>]) -> Result<Resolved, ModelError> {
+    let default_path = |k: &str| layers.last().map(|l| (l.1)(k)).unwrap_or_else(|| k.to_string());
+    let mut vals: Vec<(&'static str, Val, String)> =
+        defs.iter().map(|d| (d.name, d.default, default_path(d.name))).collect();
     for (params, path_of) in layers {
         for (key, v) in params.iter() {
             let Some(idx) = defs.iter().position(|d| d.name == key) else {
-                let list = defs
-                    .iter()
-                    .map(|d| format!("{} ({})", d.name, d.default.render()))
-                    .collect::<Vec<_>>();
+                let list = defs.iter().map(|d| format!("{} ({})", d.name, d.default.render())).collect::<Vec<_>>();
                 return Err(ModelError::new(
                     path_of(key),
                     format!(
@@ -615,11 +438,7 @@ struct MemSpec {
 
 impl MemSpec {
     fn of(r: &Resolved) -> MemSpec {
-        MemSpec {
-            mem: r.f("mem"),
-            ws_kb: u32::try_from(r.i("ws_kb")).unwrap_or(u32::MAX),
-            overlap: r.f("overlap"),
-        }
+        MemSpec { mem: r.f("mem"), ws_kb: u32::try_from(r.i("ws_kb")).unwrap_or(u32::MAX), overlap: r.f("overlap") }
     }
 }
 
@@ -644,12 +463,7 @@ impl Builder {
     /// Compute `work` (skipped when zero).
     fn compute(&mut self, work: Nanos) {
         if work.0 > 0 {
-            self.ops.push(Op::Compute {
-                work,
-                mem: self.m.mem,
-                ws_kb: self.m.ws_kb,
-                overlap: self.m.overlap,
-            });
+            self.ops.push(Op::Compute { work, mem: self.m.mem, ws_kb: self.m.ws_kb, overlap: self.m.overlap });
         }
     }
     fn push(&mut self, op: Op) {
@@ -672,13 +486,8 @@ impl Builder {
             return;
         }
         let end = self.ops.len();
-        self.ops.push(Op::LoopEnd {
-            start: start as u32,
-        });
-        self.ops[start] = Op::LoopStart {
-            count,
-            end: end as u32,
-        };
+        self.ops.push(Op::LoopEnd { start: start as u32 });
+        self.ops[start] = Op::LoopStart { count, end: end as u32 };
     }
     fn finish(mut self) -> Program {
         self.ops.push(Op::End);
@@ -688,12 +497,7 @@ impl Builder {
 
 /// A count that must fit a loop counter.
 fn count_u32(n: u64, r: &Resolved, field: &str, what: &str) -> Result<u32, ModelError> {
-    u32::try_from(n).map_err(|_| {
-        r.err(
-            field,
-            format!("too small: {n} {what} (at most {})", u32::MAX),
-        )
-    })
+    u32::try_from(n).map_err(|_| r.err(field, format!("too small: {n} {what} (at most {})", u32::MAX)))
 }
 
 fn build(t: Template, r: &Resolved, threads: u32) -> Result<Vec<Program>, ModelError> {
@@ -708,26 +512,14 @@ fn build(t: Template, r: &Resolved, threads: u32) -> Result<Vec<Program>, ModelE
 }
 
 /// `sequential` / `cpu-bound`: every thread computes `work_s` on its own.
-fn build_sequential(
-    t: Template,
-    r: &Resolved,
-    threads: u32,
-    m: MemSpec,
-) -> Result<Vec<Program>, ModelError> {
+fn build_sequential(t: Template, r: &Resolved, threads: u32, m: MemSpec) -> Result<Vec<Program>, ModelError> {
     let total = Nanos::from_secs_f64(r.f("work_s"));
-    let seg_ms = if t == Template::Sequential {
-        r.f("segment_ms")
-    } else {
-        0.0
-    };
+    let seg_ms = if t == Template::Sequential { r.f("segment_ms") } else { 0.0 };
     let mut b = Builder::new(m);
     if seg_ms > 0.0 {
         let seg = Nanos::from_ms_f64(seg_ms);
         if seg.0 == 0 {
-            return Err(r.err(
-                "segment_ms",
-                format!("must be 0 (one op) or ≥ 0.000001 ms, got {seg_ms}"),
-            ));
+            return Err(r.err("segment_ms", format!("must be 0 (one op) or ≥ 0.000001 ms, got {seg_ms}")));
         }
         // n whole segments, then the remainder: n × seg + rem = total exactly.
         let n = count_u32(total.0 / seg.0, r, "segment_ms", "segments")?;
@@ -781,10 +573,7 @@ fn build_phased(r: &Resolved, threads: u32, m: MemSpec) -> Result<Vec<Program>, 
     let io = Nanos::from_ms_f64(r.f("io_ms"));
     let wait = wait_of(r);
     if io.0 > 0 && every_k == 0 {
-        return Err(r.err(
-            "io_ms",
-            "needs sequential sections: set serial_every ≥ 1 (or io_ms = 0)",
-        ));
+        return Err(r.err("io_ms", "needs sequential sections: set serial_every ≥ 1 (or io_ms = 0)"));
     }
     // Barrier parts: nb − 1 of `sub`, the last one `sub + rem`; their sum is `phase`.
     let sub = Nanos(phase.0 / nb);
@@ -800,18 +589,10 @@ fn build_phased(r: &Resolved, threads: u32, m: MemSpec) -> Result<Vec<Program>, 
         if hold > every {
             return Err(r.err(
                 "hold_us",
-                format!(
-                    "must be ≤ lock_every ({} µs): the critical section is part of that work",
-                    r.f("lock_every")
-                ),
+                format!("must be ≤ lock_every ({} µs): the critical section is part of that work", r.f("lock_every")),
             ));
         }
-        count_u32(
-            last.0 / every.0,
-            r,
-            "lock_every",
-            "critical sections per barrier part",
-        )?;
+        count_u32(last.0 / every.0, r, "lock_every", "critical sections per barrier part")?;
         Some((every, hold))
     } else {
         None
@@ -891,18 +672,11 @@ fn build_pipeline(r: &Resolved, threads: u32, m: MemSpec) -> Vec<Program> {
             let mut b = Builder::new(m);
             b.repeat(mine as u32, |b| {
                 if e > 0 {
-                    b.push(Op::Pop {
-                        chan: (e - 1) as u32,
-                        wait,
-                    });
+                    b.push(Op::Pop { chan: (e - 1) as u32, wait });
                 }
                 b.compute(item * merged);
                 if e + 1 < eff {
-                    b.push(Op::Push {
-                        chan: e as u32,
-                        capacity: cap,
-                        wait,
-                    });
+                    b.push(Op::Push { chan: e as u32, capacity: cap, wait });
                 }
             });
             b.finish()
@@ -930,15 +704,7 @@ fn build_workqueue(r: &Resolved, threads: u32, m: MemSpec) -> Result<Vec<Program
         .map(|t| {
             let mut b = Builder::new(m);
             b.repeat(iters, |b| {
-                b.push(Op::ParFor {
-                    id: 0,
-                    work,
-                    schedule,
-                    mem: m.mem,
-                    ws_kb: m.ws_kb,
-                    overlap: m.overlap,
-                    wait,
-                });
+                b.push(Op::ParFor { id: 0, work, schedule, mem: m.mem, ws_kb: m.ws_kb, overlap: m.overlap, wait });
                 if serial.0 > 0 {
                     if t == 0 {
                         b.compute(serial);
@@ -958,11 +724,7 @@ fn build_workqueue(r: &Resolved, threads: u32, m: MemSpec) -> Result<Vec<Program
 
 /// 1-based line of each `[[model]]` header, in order.
 fn header_lines(text: &str) -> Vec<usize> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| l.trim_start().starts_with("[[model]]"))
-        .map(|(i, _)| i + 1)
-        .collect()
+    text.lines().enumerate().filter(|(_, l)| l.trim_start().starts_with("[[model]]")).map(|(i, _)| i + 1).collect()
 }
 
 /// 1-based line of `key = …` inside the entry starting at `from` (before `to`), else `from`.
@@ -973,19 +735,14 @@ fn key_line(text: &str, from: usize, to: usize, key: &str) -> usize {
         .take(to.saturating_sub(from))
         .find(|(_, l)| {
             let l = l.trim_start();
-            l.strip_prefix(key)
-                .is_some_and(|rest| rest.trim_start().starts_with('='))
+            l.strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with('='))
         })
         .map(|(i, _)| i + 1)
         .unwrap_or(from)
 }
 
 fn line_of_offset(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())]
-        .iter()
-        .filter(|b| **b == b'\n')
-        .count()
-        + 1
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
 }
 
 fn toml_to_param(v: &toml::Value) -> Option<ParamValue> {
@@ -994,9 +751,7 @@ fn toml_to_param(v: &toml::Value) -> Option<ParamValue> {
         toml::Value::Integer(i) => ParamValue::Int(*i),
         toml::Value::Float(f) => ParamValue::Float(*f),
         toml::Value::Boolean(b) => ParamValue::Bool(*b),
-        toml::Value::Array(a) => {
-            ParamValue::List(a.iter().map(toml_to_param).collect::<Option<Vec<_>>>()?)
-        }
+        toml::Value::Array(a) => ParamValue::List(a.iter().map(toml_to_param).collect::<Option<Vec<_>>>()?),
         toml::Value::Datetime(_) | toml::Value::Table(_) => return None,
     })
 }
@@ -1007,9 +762,8 @@ impl Library {
         static BUILTIN: OnceLock<Library> = OnceLock::new();
         BUILTIN
             .get_or_init(|| {
-                Library::parse(BUILTIN_TEXT, BUILTIN_FILE).unwrap_or_else(|e| {
-                    panic!("the builtin library must parse (a unit test checks it): {e}")
-                })
+                Library::parse(BUILTIN_TEXT, BUILTIN_FILE)
+                    .unwrap_or_else(|e| panic!("the builtin library must parse (a unit test checks it): {e}"))
             })
             .clone()
     }
@@ -1017,34 +771,22 @@ impl Library {
     /// Parse a library file's text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Library, ModelError> {
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            let at = e
-                .span()
-                .map(|s| format!("{file}:{}", line_of_offset(text, s.start)));
-            ModelError::new(
-                at.unwrap_or_else(|| file.to_string()),
-                e.message().trim_end().to_string(),
-            )
+            let at = e.span().map(|s| format!("{file}:{}", line_of_offset(text, s.start)));
+            ModelError::new(at.unwrap_or_else(|| file.to_string()), e.message().trim_end().to_string())
         })?;
         for key in table.keys() {
             if key != "model" {
                 return Err(ModelError::new(
                     format!("{file}:{}", key_line(text, 0, usize::MAX, key)),
-                    format!(
-                        "unknown top-level key `{key}`; a library file holds only [[model]] tables"
-                    ),
+                    format!("unknown top-level key `{key}`; a library file holds only [[model]] tables"),
                 ));
             }
         }
         let Some(models) = table.get("model") else {
-            return Ok(Library {
-                entries: Vec::new(),
-            });
+            return Ok(Library { entries: Vec::new() });
         };
         let toml::Value::Array(models) = models else {
-            return Err(ModelError::new(
-                file,
-                "`model` must be an array of tables ([[model]])",
-            ));
+            return Err(ModelError::new(file, "`model` must be an array of tables ([[model]])"));
         };
         let headers = header_lines(text);
         let mut entries: Vec<ModelEntry> = Vec::with_capacity(models.len());
@@ -1052,14 +794,9 @@ impl Library {
         for (i, m) in models.iter().enumerate() {
             let from = headers.get(i).copied().unwrap_or(1);
             let to = headers.get(i + 1).map(|l| l - 1).unwrap_or(usize::MAX);
-            let at = |key: &str, label: &str| {
-                format!("{file}:{}: {label}.{key}", key_line(text, from, to, key))
-            };
+            let at = |key: &str, label: &str| format!("{file}:{}: {label}.{key}", key_line(text, from, to, key));
             let toml::Value::Table(m) = m else {
-                return Err(ModelError::new(
-                    format!("{file}:{from}: model[{i}]"),
-                    "must be a table",
-                ));
+                return Err(ModelError::new(format!("{file}:{from}: model[{i}]"), "must be a table"));
             };
             let fixed = |key: &str| -> Result<String, ModelError> {
                 match m.get(key) {
@@ -1070,10 +807,7 @@ impl Library {
                     )),
                     None => Err(ModelError::new(
                         format!("{file}:{from}: model[{i}]"),
-                        format!(
-                            "missing `{key}` (a string); every model has {}",
-                            FIXED_KEYS.join(", ")
-                        ),
+                        format!("missing `{key}` (a string); every model has {}", FIXED_KEYS.join(", ")),
                     )),
                 }
             };
@@ -1091,10 +825,7 @@ impl Library {
                         toml_to_param(v).map(|pv| (k.clone(), pv)).ok_or_else(|| {
                             ModelError::new(
                                 at(k, &label),
-                                format!(
-                                    "must be a number, string, boolean or list, got {}",
-                                    v.type_str()
-                                ),
+                                format!("must be a number, string, boolean or list, got {}", v.type_str()),
                             )
                         })
                     })
@@ -1104,36 +835,27 @@ impl Library {
             if let Some(j) = entries.iter().position(|e| e.name == entry.name) {
                 return Err(ModelError::new(
                     at("name", &label),
-                    format!(
-                        "duplicate model name `{}` (first defined at line {})",
-                        entry.name, entry_lines[j]
-                    ),
+                    format!("duplicate model name `{}` (first defined at line {})", entry.name, entry_lines[j]),
                 ));
             }
             if !(entry.source.starts_with("V:") || entry.source.starts_with("estimate:")) {
                 return Err(ModelError::new(
                     at("source", &label),
-                    format!("must start with \"V:\" (read in the program's source) or \"estimate:\", got \"{}\"", entry.source),
+                    format!(
+                        "must start with \"V:\" (read in the program's source) or \"estimate:\", got \"{}\"",
+                        entry.source
+                    ),
                 ));
             }
             let Some((t, defs)) = template_by_name(&entry.template) else {
                 return Err(ModelError::new(
                     at("template", &label),
-                    format!(
-                        "unknown template `{}`; templates: {}",
-                        entry.template,
-                        template_names()
-                    ),
+                    format!("unknown template `{}`; templates: {}", entry.template, template_names()),
                 ));
             };
             // Check the values now (and that the model builds), so bad data fails at load.
             let path_of = |k: &str| at(k, &label);
-            let r = resolve(
-                &entry.template,
-                defs,
-                &entry.name,
-                &[(&entry.params, &path_of)],
-            )?;
+            let r = resolve(&entry.template, defs, &entry.name, &[(&entry.params, &path_of)])?;
             build(t, &r, 1)?;
             entries.push(entry);
             entry_lines.push(from);
@@ -1161,44 +883,27 @@ impl Library {
         path: &str,
     ) -> Result<Vec<Program>, ModelError> {
         let Some(entry) = self.get(name) else {
-            let known = self
-                .entries
-                .iter()
-                .map(|e| e.name.as_str())
-                .collect::<Vec<_>>();
+            let known = self.entries.iter().map(|e| e.name.as_str()).collect::<Vec<_>>();
             return Err(ModelError::new(
                 format!("{path}.model"),
                 format!("unknown model `{name}`; known models: {}", known.join(", ")),
             ));
         };
         if threads == 0 {
-            return Err(ModelError::new(
-                path,
-                format!("model `{name}` needs at least 1 thread, got 0"),
-            ));
+            return Err(ModelError::new(path, format!("model `{name}` needs at least 1 thread, got 0")));
         }
         let Some((t, defs)) = template_by_name(&entry.template) else {
             return Err(ModelError::new(
                 format!("{path}.model"),
-                format!(
-                    "model `{name}` uses unknown template `{}`; templates: {}",
-                    entry.template,
-                    template_names()
-                ),
+                format!("model `{name}` uses unknown template `{}`; templates: {}", entry.template, template_names()),
             ));
         };
         let entry_path = |k: &str| format!("model `{name}` (library).{k}");
         let over_path = |k: &str| format!("{path}.{k}");
-        let r = resolve(
-            &entry.template,
-            defs,
-            name,
-            &[(&entry.params, &entry_path), (overrides, &over_path)],
-        )?;
+        let r = resolve(&entry.template, defs, name, &[(&entry.params, &entry_path), (overrides, &over_path)])?;
         let programs = build(t, &r, threads)?;
         for (i, p) in programs.iter().enumerate() {
-            p.validate()
-                .map_err(|m| ModelError::new(path, format!("model `{name}`, thread {i}: {m}")))?;
+            p.validate().map_err(|m| ModelError::new(path, format!("model `{name}`, thread {i}: {m}")))?;
         }
         Ok(programs)
     }
@@ -1210,10 +915,7 @@ impl Library {
             .map(|(_, name, doc, defs)| TemplateInfo {
                 name: name.to_string(),
                 doc: doc.to_string(),
-                params: defs
-                    .iter()
-                    .map(|d| (d.name.to_string(), d.default.render(), d.doc.to_string()))
-                    .collect(),
+                params: defs.iter().map(|d| (d.name.to_string(), d.default.render(), d.doc.to_string())).collect(),
             })
             .collect()
     }
@@ -1275,9 +977,7 @@ mod tests {
             let mut t = 0.0;
             while *i < stop {
                 match &ops[*i] {
-                    Op::Compute { work, mem, .. } => {
-                        t += work.as_secs_f64() * ((1.0 - mem) / speed + mem)
-                    }
+                    Op::Compute { work, mem, .. } => t += work.as_secs_f64() * ((1.0 - mem) / speed + mem),
                     Op::LoopStart { count, end } => {
                         let end = *end as usize;
                         *i += 1;
@@ -1306,15 +1006,7 @@ mod tests {
             done: bool,
         }
         let n = progs.len();
-        let mut ts = vec![
-            T {
-                pc: 0,
-                stack: Vec::new(),
-                at_barrier: false,
-                done: false
-            };
-            n
-        ];
+        let mut ts = vec![T { pc: 0, stack: Vec::new(), at_barrier: false, done: false }; n];
         let mut arrived: BTreeMap<(bool, u32), Vec<usize>> = BTreeMap::new();
         let mut locks: BTreeMap<u32, usize> = BTreeMap::new();
         let mut queues: BTreeMap<u32, u32> = BTreeMap::new();
@@ -1400,17 +1092,10 @@ mod tests {
                 }
             }
             if ts.iter().all(|t| t.done) {
-                return if queues.values().all(|q| *q == 0) {
-                    Ok(())
-                } else {
-                    Err("items left in queues".into())
-                };
+                return if queues.values().all(|q| *q == 0) { Ok(()) } else { Err("items left in queues".into()) };
             }
             if !progress {
-                let stuck: Vec<_> = (0..n)
-                    .filter(|t| !ts[*t].done)
-                    .map(|t| (t, ts[t].pc))
-                    .collect();
+                let stuck: Vec<_> = (0..n).filter(|t| !ts[*t].done).map(|t| (t, ts[t].pc)).collect();
                 return Err(format!("deadlock: (thread, pc) {stuck:?}"));
             }
         }
@@ -1441,9 +1126,7 @@ mod tests {
         let lib = Library::builtin();
         for e in lib.entries() {
             for threads in [1u32, 2, 3, 6, 8] {
-                let progs = lib
-                    .instantiate(&e.name, &Params::new(), threads, "test")
-                    .unwrap();
+                let progs = lib.instantiate(&e.name, &Params::new(), threads, "test").unwrap();
                 run_to_completion(&progs).unwrap_or_else(|m| panic!("{} × {threads}: {m}", e.name));
             }
         }
@@ -1492,10 +1175,7 @@ mod tests {
         ];
         for n in names {
             let e = lib.get(n).unwrap_or_else(|| panic!("model {n} missing"));
-            assert!(
-                e.source.starts_with("V:") || e.source.starts_with("estimate:"),
-                "{n}"
-            );
+            assert!(e.source.starts_with("V:") || e.source.starts_with("estimate:"), "{n}");
             assert!(!e.description.is_empty());
         }
         // 14 + 5 + 4 + 7 + 5 = 35 entries, nothing else.
@@ -1584,12 +1264,7 @@ mod tests {
             let group: u64 = progs.iter().map(|p| p.total_work().0).sum();
             // 4 × 70 + 4 = 284 ms for the whole group.
             assert_eq!(Nanos(group), Nanos::from_ms(284));
-            assert_eq!(
-                progs
-                    .iter()
-                    .any(|p| p.ops.iter().any(|op| matches!(op, Op::Lock { .. }))),
-                with_locks
-            );
+            assert_eq!(progs.iter().any(|p| p.ops.iter().any(|op| matches!(op, Op::Lock { .. }))), with_locks);
             run_to_completion(&progs).unwrap();
         }
     }
@@ -1604,35 +1279,19 @@ mod tests {
         assert_eq!(progs[0].total_work(), Nanos::from_secs(20));
         assert_eq!(progs[7].total_work(), Nanos::from_ms(2600));
         // fluidanimate: 384 frames × 9 barriers (V) + 1 sequential-section barrier.
-        let progs = lib
-            .instantiate("fluidanimate", &Params::new(), 4, "t")
-            .unwrap();
-        assert_eq!(
-            counts(&progs[2]).barrier,
-            BTreeMap::from([(0, 384 * 9), (1, 384)])
-        );
+        let progs = lib.instantiate("fluidanimate", &Params::new(), 4, "t").unwrap();
+        assert_eq!(counts(&progs[2]).barrier, BTreeMap::from([(0, 384 * 9), (1, 384)]));
         // thread 0: 384 × (49.5 + 2.605) ms = 20 008.32 ms.
-        assert_eq!(
-            progs[0].total_work(),
-            Nanos::from_ms_f64(384.0 * 49.5 + 384.0 * 2.605)
-        );
+        assert_eq!(progs[0].total_work(), Nanos::from_ms_f64(384.0 * 49.5 + 384.0 * 2.605));
         // lu-splash2: exactly 2 barriers per block step (V).
-        let progs = lib
-            .instantiate("lu-splash2", &Params::new(), 2, "t")
-            .unwrap();
+        let progs = lib.instantiate("lu-splash2", &Params::new(), 2, "t").unwrap();
         let c = counts(&progs[1]).barrier;
         assert_eq!(c.values().sum::<u64>(), 2 * 7128);
         // NPB: OpenMP waiting with the pre-GCC-4.6 spin limit of 150 ms; NPB LU spins.
         let bt = lib.instantiate("npb-bt", &Params::new(), 2, "t").unwrap();
-        assert!(bt[0].ops.contains(&Op::Barrier {
-            id: 0,
-            wait: Wait::SpinThenBlock(Nanos::from_ms(150))
-        }));
+        assert!(bt[0].ops.contains(&Op::Barrier { id: 0, wait: Wait::SpinThenBlock(Nanos::from_ms(150)) }));
         let lu = lib.instantiate("npb-lu", &Params::new(), 2, "t").unwrap();
-        assert!(lu[0].ops.contains(&Op::Barrier {
-            id: 0,
-            wait: Wait::Spin
-        }));
+        assert!(lu[0].ops.contains(&Op::Barrier { id: 0, wait: Wait::Spin }));
     }
 
     #[test]
@@ -1641,11 +1300,7 @@ mod tests {
         // thread 0 and 0.4 s / 4 = 0.1 s per thread. Thread 0: 2 × (0.1 + 0.1) = 0.4 s;
         // others 2 × 0.1 = 0.2 s; group total 0.4 + 3 × 0.2 = 1.0 s = work_s.
         let lib = Library::builtin();
-        let o = params(&[
-            ("work_s", int(1)),
-            ("serial_frac", float(0.2)),
-            ("iterations", int(2)),
-        ]);
+        let o = params(&[("work_s", int(1)), ("serial_frac", float(0.2)), ("iterations", int(2))]);
         let progs = lib.instantiate("fork-join", &o, 4, "t").unwrap();
         assert_eq!(progs[0].total_work(), Nanos::from_ms(400));
         assert_eq!(progs[3].total_work(), Nanos::from_ms(200));
@@ -1662,33 +1317,18 @@ mod tests {
     #[test]
     fn pipeline_pushes_and_pops_balance_for_awkward_counts() {
         let lib = Library::builtin();
-        for (stages, items, threads) in [
-            (3, 10, 5),
-            (3, 7, 8),
-            (6, 6667, 8),
-            (4, 5, 2),
-            (5, 1, 3),
-            (2, 3, 7),
-            (1, 9, 4),
-            (6, 2, 6),
-        ] {
-            let o = params(&[
-                ("stages", int(stages)),
-                ("items", int(items)),
-                ("item_ms", int(1)),
-                ("queue_cap", int(2)),
-            ]);
+        for (stages, items, threads) in
+            [(3, 10, 5), (3, 7, 8), (6, 6667, 8), (4, 5, 2), (5, 1, 3), (2, 3, 7), (1, 9, 4), (6, 2, 6)]
+        {
+            let o =
+                params(&[("stages", int(stages)), ("items", int(items)), ("item_ms", int(1)), ("queue_cap", int(2))]);
             let progs = lib.instantiate("pipeline", &o, threads, "t").unwrap();
             let mut push: BTreeMap<u32, u64> = BTreeMap::new();
             let mut pop: BTreeMap<u32, u64> = BTreeMap::new();
             for p in &progs {
                 let c = counts(p);
-                c.push
-                    .into_iter()
-                    .for_each(|(k, v)| *push.entry(k).or_default() += v);
-                c.pop
-                    .into_iter()
-                    .for_each(|(k, v)| *pop.entry(k).or_default() += v);
+                c.push.into_iter().for_each(|(k, v)| *push.entry(k).or_default() += v);
+                c.pop.into_iter().for_each(|(k, v)| *pop.entry(k).or_default() += v);
             }
             // Effective stages S' = min(stages, threads); channels 0..S'−1 each
             // carry exactly `items` pushes and `items` pops.
@@ -1737,9 +1377,7 @@ mod tests {
     #[test]
     fn unknown_model_lists_known_names() {
         let lib = Library::builtin();
-        let e = lib
-            .instantiate("mfc", &Params::new(), 1, "domain[1].workload")
-            .unwrap_err();
+        let e = lib.instantiate("mfc", &Params::new(), 1, "domain[1].workload").unwrap_err();
         assert_eq!(e.path, "domain[1].workload.model");
         assert!(e.msg.contains("unknown model `mfc`"), "{}", e.msg);
         for n in ["mcf", "npb-lu", "BLAST", "workqueue"] {
@@ -1751,18 +1389,9 @@ mod tests {
     fn unknown_parameter_lists_the_template_parameters() {
         let lib = Library::builtin();
         let o = params(&[("wrok_s", int(5))]);
-        let e = lib
-            .instantiate("mcf", &o, 1, "domain[0].workload")
-            .unwrap_err();
+        let e = lib.instantiate("mcf", &o, 1, "domain[0].workload").unwrap_err();
         assert_eq!(e.path, "domain[0].workload.wrok_s");
-        for n in [
-            "work_s (20)",
-            "mem (0)",
-            "ws_kb (0)",
-            "overlap (1)",
-            "segment_ms (0)",
-            "sequential",
-        ] {
+        for n in ["work_s (20)", "mem (0)", "ws_kb (0)", "overlap (1)", "segment_ms (0)", "sequential"] {
             assert!(e.msg.contains(n), "{}", e.msg);
         }
     }
@@ -1771,18 +1400,13 @@ mod tests {
     fn bad_values_say_what_is_allowed() {
         let lib = Library::builtin();
         let err = |name: &str, k: &str, v: ParamValue| {
-            lib.instantiate(name, &params(&[(k, v)]), 2, "domain[0].workload")
-                .unwrap_err()
+            lib.instantiate(name, &params(&[(k, v)]), 2, "domain[0].workload").unwrap_err()
         };
         let e = err("mcf", "mem", float(1.5));
         assert_eq!(e.path, "domain[0].workload.mem");
         assert!(e.msg.contains("[0, 1)"), "{}", e.msg);
         let e = err("npb-bt", "wait", string("spinning"));
-        assert!(
-            e.msg.contains("\"block\", \"spin\", \"spin-then-block\""),
-            "{}",
-            e.msg
-        );
+        assert!(e.msg.contains("\"block\", \"spin\", \"spin-then-block\""), "{}", e.msg);
         let e = err("phased", "phases", float(2.5));
         assert!(e.msg.contains("an integer in [1, 4294967295]"), "{}", e.msg);
         let e = err("mcf", "work_s", float(f64::NAN));
@@ -1794,13 +1418,9 @@ mod tests {
         let e = err("phased", "io_ms", int(5));
         assert!(e.msg.contains("serial_every"), "{}", e.msg);
         // An integral float is a fine integer; an int is a fine float.
-        assert!(lib
-            .instantiate("phased", &params(&[("phases", float(3.0))]), 1, "t")
-            .is_ok());
+        assert!(lib.instantiate("phased", &params(&[("phases", float(3.0))]), 1, "t").is_ok());
         // threads must be ≥ 1.
-        let e = lib
-            .instantiate("mcf", &Params::new(), 0, "domain[2]")
-            .unwrap_err();
+        let e = lib.instantiate("mcf", &Params::new(), 0, "domain[2]").unwrap_err();
         assert_eq!(e.path, "domain[2]");
     }
 
@@ -1820,18 +1440,10 @@ mod tests {
         // Unknown template lists the templates.
         let e = Library::parse(&head.replace("sequential", "seq"), "lib.toml").unwrap_err();
         assert_eq!(e.path, "lib.toml:4: model.x.template");
-        assert!(
-            e.msg.contains("fork-join, phased, pipeline, workqueue"),
-            "{}",
-            e.msg
-        );
+        assert!(e.msg.contains("fork-join, phased, pipeline, workqueue"), "{}", e.msg);
         // Duplicate names.
         let e = Library::parse(&format!("{head}{head}"), "lib.toml").unwrap_err();
-        assert!(
-            e.msg.contains("duplicate") && e.msg.contains("line 1"),
-            "{}",
-            e.msg
-        );
+        assert!(e.msg.contains("duplicate") && e.msg.contains("line 1"), "{}", e.msg);
         // The source must carry its label.
         let e = Library::parse(&head.replace("estimate: test", "guess"), "lib.toml").unwrap_err();
         assert!(e.msg.contains("estimate:"), "{}", e.msg);
@@ -1852,29 +1464,11 @@ mod tests {
     fn templates_list_their_parameters() {
         let t = Library::templates();
         let names: Vec<_> = t.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "sequential",
-                "cpu-bound",
-                "fork-join",
-                "phased",
-                "pipeline",
-                "workqueue"
-            ]
-        );
+        assert_eq!(names, ["sequential", "cpu-bound", "fork-join", "phased", "pipeline", "workqueue"]);
         let phased = &t[3];
-        assert!(phased
-            .params
-            .iter()
-            .any(|p| p.0 == "wait" && p.1 == "block"));
+        assert!(phased.params.iter().any(|p| p.0 == "wait" && p.1 == "block"));
         // The default spin limit is modern libgomp's ≈ 2 ms.
-        assert!(phased
-            .params
-            .iter()
-            .any(|p| p.0 == "spin_limit_us" && p.1 == "2000"));
-        assert!(t
-            .iter()
-            .all(|t| !t.doc.is_empty() && t.params.iter().all(|p| !p.2.is_empty())));
+        assert!(phased.params.iter().any(|p| p.0 == "spin_limit_us" && p.1 == "2000"));
+        assert!(t.iter().all(|t| !t.doc.is_empty() && t.params.iter().all(|p| !p.2.is_empty())));
     }
 }

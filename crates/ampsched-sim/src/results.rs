@@ -205,11 +205,7 @@ impl RunResult {
         head.push_str(&format!(" {:>9} {:>10} {:>8} {:>10}", "wait_s", "blocked_s", "spin_s", "migr l/r"));
         let _ = writeln!(o, "{head}");
         for d in &self.domains {
-            let mut line = format!(
-                "{:<16} {:>12}",
-                d.name,
-                d.completion_ns.map(secs).unwrap_or_else(|| "-".into())
-            );
+            let mut line = format!("{:<16} {:>12}", d.name, d.completion_ns.map(secs).unwrap_or_else(|| "-".into()));
             for v in &d.cpu_ns.values {
                 line.push_str(&format!(" {:>10}", secs(*v)));
             }
@@ -224,7 +220,15 @@ impl RunResult {
         }
         let _ = writeln!(o, "{:<6} {:<8} {:>8} {:>8} {:>8}", "cpu", "class", "busy_s", "idle_s", "noise_s");
         for c in &self.cpus {
-            let _ = writeln!(o, "{:<6} {:<8} {:>8} {:>8} {:>8}", c.id, c.class, secs(c.busy_ns), secs(c.idle_ns), secs(c.noise_ns));
+            let _ = writeln!(
+                o,
+                "{:<6} {:<8} {:>8} {:>8} {:>8}",
+                c.id,
+                c.class,
+                secs(c.busy_ns),
+                secs(c.idle_ns),
+                secs(c.noise_ns)
+            );
         }
         let _ = writeln!(o, "fast CPU idle while a slow CPU is busy: {} s", secs(self.fast_idle_slow_busy_ns));
         o

@@ -33,7 +33,8 @@ where
     F: Fn(usize, usize) + Sync,
 {
     let n = jobs.len();
-    let threads = if threads == 0 { std::thread::available_parallelism().map(|x| x.get()).unwrap_or(1) } else { threads };
+    let threads =
+        if threads == 0 { std::thread::available_parallelism().map(|x| x.get()).unwrap_or(1) } else { threads };
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let slots: Vec<Mutex<Option<Result<RunResult, ScenarioError>>>> = (0..n).map(|_| Mutex::new(None)).collect();

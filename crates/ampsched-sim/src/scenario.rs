@@ -233,11 +233,13 @@ impl Scenario {
     /// Parse scenario text; `file` names it in errors, `default_name` is used when it has no name.
     pub fn parse(text: &str, file: &str, default_name: &str, lib: &Library) -> Result<Scenario, ScenarioError> {
         let spec: ScenarioSpec = toml::from_str(text).map_err(|e| {
-            let (line, col) = e.span().map(|s| line_col(text, s.start)).map(|(l, c)| (Some(l), Some(c))).unwrap_or((None, None));
+            let (line, col) =
+                e.span().map(|s| line_col(text, s.start)).map(|(l, c)| (Some(l), Some(c))).unwrap_or((None, None));
             ScenarioError { file: file.into(), line, col, path: String::new(), msg: e.message().trim().to_string() }
         })?;
         let at = |path: &str, msg: String| {
-            let (line, col) = locate(text, path).map(|o| line_col(text, o)).map(|(l, c)| (Some(l), Some(c))).unwrap_or((None, None));
+            let (line, col) =
+                locate(text, path).map(|o| line_col(text, o)).map(|(l, c)| (Some(l), Some(c))).unwrap_or((None, None));
             ScenarioError { file: file.into(), line, col, path: path.into(), msg }
         };
         let me = |e: ModelError| at(&e.path, e.msg);
@@ -268,9 +270,12 @@ impl Scenario {
         };
         let stop = match spec.stop.duration_s {
             Some(d) => Stop::Duration(Nanos::from_secs_f64(pos(d, "stop.duration_s")?)),
-            None => Stop::AllDone { max: Nanos::from_secs_f64(pos(spec.stop.max_s.unwrap_or(DEFAULT_MAX_S), "stop.max_s")?) },
+            None => Stop::AllDone {
+                max: Nanos::from_secs_f64(pos(spec.stop.max_s.unwrap_or(DEFAULT_MAX_S), "stop.max_s")?),
+            },
         };
-        let stats_interval = Nanos::from_ms_f64(pos(spec.stats_interval_ms.unwrap_or(DEFAULT_STATS_INTERVAL_MS), "stats_interval_ms")?);
+        let stats_interval =
+            Nanos::from_ms_f64(pos(spec.stats_interval_ms.unwrap_or(DEFAULT_STATS_INTERVAL_MS), "stats_interval_ms")?);
         let runs = spec.runs.unwrap_or(1);
         if runs == 0 {
             return Err(at("runs", "must be ≥ 1".into()));
@@ -279,7 +284,10 @@ impl Scenario {
         for (i, ev) in spec.events.iter().enumerate() {
             let d = domains.iter().position(|d| d.name == ev.domain).ok_or_else(|| {
                 let names: Vec<_> = domains.iter().map(|d| d.name.as_str()).collect();
-                at(&format!("event[{i}].domain"), format!("unknown domain `{}`; known: {}", ev.domain, names.join(", ")))
+                at(
+                    &format!("event[{i}].domain"),
+                    format!("unknown domain `{}`; known: {}", ev.domain, names.join(", ")),
+                )
             })?;
             let t = pos(ev.at_ms.max(f64::MIN_POSITIVE), &format!("event[{i}].at_ms"))?;
             events.push((
@@ -310,7 +318,10 @@ impl Scenario {
 
     /// Locate a field path in this scenario's file (for errors found later).
     pub fn error_at(&self, path: &str, msg: String) -> ScenarioError {
-        let (line, col) = locate(&self.text, path).map(|o| line_col(&self.text, o)).map(|(l, c)| (Some(l), Some(c))).unwrap_or((None, None));
+        let (line, col) = locate(&self.text, path)
+            .map(|o| line_col(&self.text, o))
+            .map(|(l, c)| (Some(l), Some(c)))
+            .unwrap_or((None, None));
         ScenarioError { file: self.file.clone(), line, col, path: path.into(), msg }
     }
 
@@ -321,7 +332,12 @@ impl Scenario {
 
     /// Build the configuration of one run, with optional policy overrides
     /// (an override with another name drops the file's parameters).
-    pub fn config(&self, seed: u64, dispatcher: Option<&PolicySpec>, placer: Option<&PolicySpec>) -> Result<SimConfig, ScenarioError> {
+    pub fn config(
+        &self,
+        seed: u64,
+        dispatcher: Option<&PolicySpec>,
+        placer: Option<&PolicySpec>,
+    ) -> Result<SimConfig, ScenarioError> {
         let dspec = dispatcher.unwrap_or(&self.dispatcher);
         let pspec = placer.unwrap_or(&self.placer);
         let policy_err = |kind: &str, e: ampsched_policy::PolicyError| ScenarioError {
@@ -331,7 +347,8 @@ impl Scenario {
             path: if e.param.is_empty() { format!("{kind}.name") } else { format!("{kind}.{}", e.param) },
             msg: e.msg,
         };
-        let disp = dispatcher_by_name(&dspec.name, &dspec.params, &self.topo).map_err(|e| policy_err("dispatcher", e))?;
+        let disp =
+            dispatcher_by_name(&dspec.name, &dspec.params, &self.topo).map_err(|e| policy_err("dispatcher", e))?;
         let placer = if pspec.name == "none" {
             None
         } else {
@@ -373,10 +390,16 @@ fn build_topology(spec: &ScenarioSpec) -> Result<Topology, ModelError> {
             let mut out: Vec<CpuClass> = Vec::new();
             for (i, c) in cs.iter().enumerate() {
                 if !(c.speed.is_finite() && c.speed > 0.0) {
-                    return Err(ModelError::new(format!("machine.classes[{i}].speed"), format!("must be > 0, got {}", c.speed)));
+                    return Err(ModelError::new(
+                        format!("machine.classes[{i}].speed"),
+                        format!("must be > 0, got {}", c.speed),
+                    ));
                 }
                 if out.iter().any(|o| o.name == c.name) {
-                    return Err(ModelError::new(format!("machine.classes[{i}].name"), format!("duplicate class `{}`", c.name)));
+                    return Err(ModelError::new(
+                        format!("machine.classes[{i}].name"),
+                        format!("duplicate class `{}`", c.name),
+                    ));
                 }
                 out.push(CpuClass { name: c.name.clone(), speed: c.speed });
             }
@@ -394,7 +417,10 @@ fn build_topology(spec: &ScenarioSpec) -> Result<Topology, ModelError> {
     for (gi, g) in m.cpus.iter().enumerate() {
         let class = classes.iter().position(|c| c.name == g.class).ok_or_else(|| {
             let names: Vec<_> = classes.iter().map(|c| c.name.as_str()).collect();
-            ModelError::new(format!("machine.cpus[{gi}].class"), format!("unknown class `{}`; known: {}", g.class, names.join(", ")))
+            ModelError::new(
+                format!("machine.cpus[{gi}].class"),
+                format!("unknown class `{}`; known: {}", g.class, names.join(", ")),
+            )
         })?;
         let count = g.count.unwrap_or(1);
         if count == 0 {
@@ -424,7 +450,10 @@ fn build_topology(spec: &ScenarioSpec) -> Result<Topology, ModelError> {
         let p = format!("machine.noise[{i}]");
         let set = CpuSet::parse_list(&nz.cpus).map_err(|e| ModelError::new(format!("{p}.cpus"), e))?;
         if let Some(bad) = set.iter().find(|c| c.idx() >= n) {
-            return Err(ModelError::new(format!("{p}.cpus"), format!("CPU {} does not exist (the machine has 0-{})", bad.0, n - 1)));
+            return Err(ModelError::new(
+                format!("{p}.cpus"),
+                format!("CPU {} does not exist (the machine has 0-{})", bad.0, n - 1),
+            ));
         }
         let frac = |v: Option<f64>, field: &str| -> Result<f64, ModelError> {
             let v = v.unwrap_or(0.0);
@@ -485,7 +514,10 @@ fn affinity_of(s: &Option<String>, path: String, topo: &Topology) -> Result<CpuS
                 return Err(ModelError::new(path, "affinity must name at least one CPU"));
             }
             if let Some(bad) = set.iter().find(|c| c.idx() >= topo.ncpus()) {
-                return Err(ModelError::new(path, format!("CPU {} does not exist (the machine has 0-{})", bad.0, topo.ncpus() - 1)));
+                return Err(ModelError::new(
+                    path,
+                    format!("CPU {} does not exist (the machine has 0-{})", bad.0, topo.ncpus() - 1),
+                ));
             }
             Ok(set)
         }
@@ -497,7 +529,10 @@ fn programs_for(w: &WorkloadSpec, threads: u32, path: &str, lib: &Library) -> Re
         (Some(m), None) => lib.instantiate(m, &w.params, threads, path),
         (None, Some(ops)) => {
             if let Some(k) = w.params.keys().next() {
-                return Err(ModelError::new(format!("{path}.{k}"), "parameters apply to a `model`, not to an inline `program`"));
+                return Err(ModelError::new(
+                    format!("{path}.{k}"),
+                    "parameters apply to a `model`, not to an inline `program`",
+                ));
             }
             let p = ampsched_model::spec::compile_program(ops, &format!("{path}.program"))?;
             Ok(vec![p; threads as usize])
@@ -507,7 +542,11 @@ fn programs_for(w: &WorkloadSpec, threads: u32, path: &str, lib: &Library) -> Re
     }
 }
 
-fn build_domains(spec: &ScenarioSpec, topo: &Topology, lib: &Library) -> Result<(Vec<DomainView>, Vec<TaskTemplate>), ModelError> {
+fn build_domains(
+    spec: &ScenarioSpec,
+    topo: &Topology,
+    lib: &Library,
+) -> Result<(Vec<DomainView>, Vec<TaskTemplate>), ModelError> {
     if spec.domains.is_empty() {
         return Err(ModelError::new("domain", "a scenario needs at least one [[domain]]"));
     }
@@ -528,7 +567,10 @@ fn build_domains(spec: &ScenarioSpec, topo: &Topology, lib: &Library) -> Result<
         let fast_vcpus = match (&d.fast_vcpus, d.aware) {
             (Some(v), _) => {
                 if let Some(bad) = v.iter().find(|x| **x >= d.vcpus) {
-                    return Err(ModelError::new(format!("{p}.fast_vcpus"), format!("vCPU {bad} does not exist (the domain has 0-{})", d.vcpus - 1)));
+                    return Err(ModelError::new(
+                        format!("{p}.fast_vcpus"),
+                        format!("vCPU {bad} does not exist (the domain has 0-{})", d.vcpus - 1),
+                    ));
                 }
                 Some(v.clone())
             }
@@ -580,13 +622,18 @@ fn build_domains(spec: &ScenarioSpec, topo: &Topology, lib: &Library) -> Result<
             let d = &spec.domains[i];
             let p = format!("domain[{i}]");
             match (&d.workload, &d.tasks) {
-                (Some(_), Some(_)) => return Err(ModelError::new(format!("{p}.tasks"), "give either `workload` or `tasks`, not both")),
+                (Some(_), Some(_)) => {
+                    return Err(ModelError::new(format!("{p}.tasks"), "give either `workload` or `tasks`, not both"))
+                }
                 (Some(w), None) if shared.len() <= 1 => {
                     progs[i] = programs_for(w, d.vcpus, &format!("{p}.workload"), lib)?.into_iter().map(Some).collect();
                 }
                 (None, Some(ts)) => {
                     if ts.len() > d.vcpus as usize {
-                        return Err(ModelError::new(format!("{p}.tasks"), format!("{} tasks for {} vCPUs", ts.len(), d.vcpus)));
+                        return Err(ModelError::new(
+                            format!("{p}.tasks"),
+                            format!("{} tasks for {} vCPUs", ts.len(), d.vcpus),
+                        ));
                     }
                     progs[i] = ts
                         .iter()

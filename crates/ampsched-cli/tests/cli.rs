@@ -1,0 +1,72 @@
+//! The `ampsched` binary end to end: outputs, exit codes and error messages.
+
+use std::process::Command;
+
+fn ampsched(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ampsched"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .output()
+        .expect("run ampsched");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn quickstart_runs_and_writes_json_with_the_schema() {
+    let dir = std::env::temp_dir().join(format!("ampsched-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("out.json");
+    let (code, out, err) =
+        ampsched(&["sim", "scenarios/examples/quickstart.toml", "--runs", "2", "--json", json.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("quickstart") && out.contains("completion_s"), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["schema"], "ampsched.sim/1");
+    let runs = v["runs"].as_array().unwrap();
+    // Two runs, seeds 1 and 2 (the file's first seed is 1).
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0]["seed"], 1);
+    assert_eq!(runs[1]["seed"], 2);
+    assert!(runs[0]["domains"][0]["series"].as_array().unwrap().len() >= 4);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bad_inputs_exit_non_zero_with_a_located_message() {
+    let dir = std::env::temp_dir().join(format!("ampsched-cli-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[machine]\ncpus = [{ class = \"slow\" }]\n[[domain]]\nname = \"a\"\nvcpus = 1\nworkload = { model = \"nope\" }\n").unwrap();
+    let (code, _, err) = ampsched(&["sim", bad.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bad.toml:6:") && err.contains("unknown model `nope`"), "{err}");
+
+    let (code, _, err) = ampsched(&["sim", "scenarios/examples/quickstart.toml", "--dispatcher", "cfs9"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown dispatcher `cfs9`") && err.contains("credit"), "{err}");
+
+    let (code, _, err) = ampsched(&["sim", "does/not/exist.toml"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("does/not/exist.toml") && err.contains("cannot read"), "{err}");
+
+    let (code, _, err) = ampsched(&["bench", "--case", "XXL"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("known: S, M, L, XL"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn policies_and_models_are_listed_with_parameters() {
+    let (code, out, _) = ampsched(&["policies"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("dispatcher credit") && out.contains("tslice_ms") && out.contains("placer none"), "{out}");
+    let (code, out, _) = ampsched(&["models"]);
+    assert_eq!(code, 0);
+    for name in ["mcf", "blackscholes", "BLAST", "FFT-W", "npb-bt", "phased", "pipeline"] {
+        assert!(out.contains(name), "models output lacks {name}");
+    }
+}
