@@ -293,3 +293,31 @@ fn the_shipped_examples_load_and_finish() {
     }
     assert!(n >= 1);
 }
+
+#[test]
+fn migrations_across_memory_domains_pay_a_cache_refill() {
+    // Three CPU-bound 4 MiB-working-set tasks on two CPUs in different memory
+    // domains: credit's work stealing moves them back and forth. With refills
+    // from DRAM at 2.4 GB/s each remote migration stalls ≈ (512 + 2048) KiB /
+    // 2.4 GB/s ≈ 1.1 ms; with an (unphysically) infinite bandwidth it costs 0.
+    let text = |gbps: &str| {
+        format!(
+            "stop = {{ duration_s = 5 }}\n[machine]\ncpus = [{{ class = \"slow\", mem_domain = 0 }}, {{ class = \"slow\", mem_domain = 1 }}]\n\
+             cache = {{ dram_refill_gbps = {gbps} }}\n\
+             [[domain]]\nname = \"a\"\nvcpus = 3\n\
+             workload = {{ program = [{{ loop = {{ count = 1000000, body = [{{ compute = {{ ms = 1, ws_kb = 4096 }} }}] }} }}] }}\n"
+        )
+    };
+    let slow = run(&text("2.4"), 1);
+    let free = run(&text("1e12"), 1);
+    let remote: u64 = slow.tasks.iter().map(|t| t.migrations_remote).sum();
+    assert!(remote > 10, "expected cross-domain migrations, got {remote}");
+    let done = |r: &RunResult| r.tasks.iter().map(|t| t.computes_done).sum::<u64>();
+    // Same CPU time, less work: every remote migration costs ≈ 1.09 ms of stall.
+    let lost_ms = done(&free) as f64 - done(&slow) as f64;
+    let expected_ms = remote as f64 * 1.09;
+    assert!(
+        lost_ms > 0.5 * expected_ms && lost_ms < 1.5 * expected_ms,
+        "lost {lost_ms} ms of work for {remote} migrations"
+    );
+}
