@@ -449,7 +449,8 @@ impl Credit {
         };
         let md = |c: CpuId| self.md_of[c.idx()] as usize;
         // Same memory domain: an idle pCPU beats a busy one.
-        if !self.idlers.contains(cpu) && !(bonus && cpu == here) {
+        let cpu_idle = self.idlers.contains(cpu) || (bonus && cpu == here);
+        if !cpu_idle {
             let local = self.idlers.and(&aff).and(&topo.mem_domains[md(cpu)]);
             if let Some(c) = local.cycle(cpu) {
                 cpu = c;
