@@ -6,8 +6,14 @@
 //! real agent). Policies never read clocks or do I/O: time comes in as an
 //! argument and effects go out as values.
 
+pub mod aash;
+pub mod aash_placer;
+pub mod capability;
 pub mod credit;
 pub mod dispatcher;
+pub mod fair;
+pub mod fastfirst;
+pub mod fastqueue;
 pub mod noop;
 pub mod params;
 pub mod placer;

@@ -22,8 +22,27 @@ pub struct PolicyInfo {
 
 /// Every dispatcher.
 pub const DISPATCHERS: &[PolicyInfo] = &[
-    PolicyInfo { name: "credit", doc: "Xen credit scheduler (credit1), current rules: the baseline", params: CREDIT_PARAMS },
-    PolicyInfo { name: "xen40", doc: "Xen credit scheduler as in Xen 4.0 (the seed papers' version)", params: CREDIT_PARAMS },
+    PolicyInfo {
+        name: "credit",
+        doc: "Xen credit scheduler (credit1), current rules: the baseline",
+        params: CREDIT_PARAMS,
+    },
+    PolicyInfo {
+        name: "xen40",
+        doc: "Xen credit scheduler as in Xen 4.0 (the seed papers' version)",
+        params: CREDIT_PARAMS,
+    },
+    PolicyInfo {
+        name: "aash",
+        doc:
+            "AASH (VEE'10): credit + fast/slow credits, fast-queue rotation, fast never idle, aware guests, priorities",
+        params: crate::aash::AASH_PARAMS,
+    },
+    PolicyInfo {
+        name: "fair",
+        doc: "CFS-like fair dispatcher with a runqueue-length balancer: the asymmetry-unaware OS",
+        params: crate::fair::FAIR_PARAMS,
+    },
 ];
 
 /// Default placer period: 30 ms, one credit accounting period.
@@ -32,7 +51,24 @@ pub const DEFAULT_PLACER_PERIOD: Nanos = Nanos::from_ms(30);
 const NONE_PARAMS: &[ParamDoc] = &[ParamDoc { name: "period_ms", default: "30", doc: "sampling period, ms" }];
 
 /// Every placer.
-pub const PLACERS: &[PolicyInfo] = &[PolicyInfo { name: "none", doc: "no placement: affinities never change", params: NONE_PARAMS }];
+pub const PLACERS: &[PolicyInfo] = &[
+    PolicyInfo { name: "none", doc: "no placement: affinities never change", params: NONE_PARAMS },
+    PolicyInfo {
+        name: "aash",
+        doc: "AASH fast-core rotation as affinity masks (fair share, aware guests, priorities, fast never idle)",
+        params: crate::aash_placer::AASH_PLACER_PARAMS,
+    },
+    PolicyInfo {
+        name: "capability",
+        doc: "capability balancer (ECPT swaps, Kim et al. 2012)",
+        params: crate::capability::CAPABILITY_PARAMS,
+    },
+    PolicyInfo {
+        name: "fast-first",
+        doc: "fast CPUs never idle while slower ones have work (ISCA'05 kernel fix)",
+        params: crate::fastfirst::FAST_FIRST_PARAMS,
+    },
+];
 
 fn unknown(kind: &str, name: &str, known: &[PolicyInfo]) -> PolicyError {
     let names: Vec<_> = known.iter().map(|p| p.name).collect();
@@ -50,6 +86,8 @@ pub fn dispatcher_by_name(name: &str, params: &Params, topo: &Topology) -> Resul
             let p = CreditParams::from_params(name, Profile::Xen40, params, CREDIT_PARAMS)?;
             Ok(Box::new(Credit::new("xen40", p, topo)))
         }
+        "fair" => Ok(Box::new(crate::fair::Fair::new(crate::fair::FairParams::from_params(name, params)?, topo))),
+        "aash" => Ok(Box::new(crate::aash::Aash::new(crate::aash::AashParams::from_params(name, params, topo)?, topo))),
         _ => Err(unknown("dispatcher", name, DISPATCHERS)),
     }
 }
@@ -61,6 +99,12 @@ pub fn placer_by_name(name: &str, params: &Params, _topo: &Topology) -> Result<B
             let r = ParamReader::new(name, params, NONE_PARAMS)?;
             Ok(Box::new(NoPlacer::new(r.ms("period_ms", DEFAULT_PLACER_PERIOD, 1.0, 60_000.0)?)))
         }
+        "capability" => {
+            let p = crate::capability::CapabilityParams::from_params(name, params)?;
+            Ok(Box::new(crate::capability::Capability::new(p, _topo)))
+        }
+        "fast-first" => Ok(Box::new(crate::fastfirst::FastFirst::from_params(name, params)?)),
+        "aash" => Ok(Box::new(crate::aash_placer::AashPlacer::from_params(name, params, _topo)?)),
         _ => Err(unknown("placer", name, PLACERS)),
     }
 }

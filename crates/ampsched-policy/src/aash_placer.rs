@@ -1,0 +1,193 @@
+//! The `aash` placer: AASH's fast-core rotation as periodic affinity masks,
+//! for the real agent (Linux is the dispatcher) and for the simulator.
+//!
+//! Follows aash.md (Kazempour et al., VEE 2010, §3), with the same fast
+//! queue as the `aash` dispatcher (`fastqueue.rs`). Every period (default
+//! 30 ms, one credit accounting period) it:
+//! 1. takes the active vCPUs (ran or were runnable in the period, or are
+//!    runnable now) and runs one fast-queue distribution: up to `n_fast`
+//!    vCPUs are granted the fast CPUs for the next period (round-robin,
+//!    high-priority queue first, aware guests' fast vCPUs first);
+//! 2. outputs masks of CPU classes: the fast set for granted vCPUs, the
+//!    slow set for the other active ones;
+//! 3. fast never idle (mechanism 2): when fewer granted vCPUs are runnable
+//!    than there are fast CPUs (e.g. fewer active vCPUs than fast CPUs, or
+//!    power saving left slots unused), the other active vCPUs get the
+//!    all-CPU mask so the fast CPUs can be used; inactive vCPUs get the
+//!    all-CPU mask too (they take no part; the next period places them).
+//!    With `fast_never_idle = false` both get the slow set.
+//!
+//! An aware guest's declared slow vCPUs under `power_saving` always get the
+//! slow set. With `fair_sharing = false` the vCPUs without a grant get the
+//! all-CPU mask (only the high-priority queue is managed).
+//!
+//! Invariants: at most `n_fast` vCPUs hold the fast mask; the masks change at
+//! most once per period, so a vCPU moves fast↔slow at most once per period
+//! because of the placer. Pure: the output depends only on the snapshots.
+
+use crate::fastqueue::{aash_param_docs, read_switches, AashSwitches, FastQueue, FqDomain, FqVcpu};
+use crate::params::{ParamDoc, ParamReader, PolicyError};
+use crate::placer::{AffinityChange, Placer, Snapshot};
+use ampsched_model::spec::{Params, PriorityClass};
+use ampsched_model::{Nanos, Topology};
+
+/// Default period: 30 ms, the credit accounting period AASH rotates at.
+pub const DEFAULT_AASH_PLACER_PERIOD: Nanos = Nanos::from_ms(30);
+
+/// Parameters of the `aash` placer as shown by `ampsched policies`.
+pub const AASH_PLACER_PARAMS: &[ParamDoc] = aash_param_docs!(ParamDoc {
+    name: "period_ms",
+    default: "30",
+    doc: "rotation period, ms (one credit accounting period)"
+});
+
+/// The `aash` placer.
+pub struct AashPlacer {
+    period: Nanos,
+    sw: AashSwitches,
+    fq: FastQueue,
+}
+
+impl AashPlacer {
+    /// Read from scenario parameters.
+    pub fn from_params(policy: &str, params: &Params, topo: &Topology) -> Result<AashPlacer, PolicyError> {
+        let r = ParamReader::new(policy, params, AASH_PLACER_PARAMS)?;
+        let period = r.ms("period_ms", DEFAULT_AASH_PLACER_PERIOD, 1.0, 60_000.0)?;
+        Ok(AashPlacer::new(period, read_switches(&r, params, topo)?))
+    }
+
+    /// A placer with the given period and switches.
+    pub fn new(period: Nanos, sw: AashSwitches) -> AashPlacer {
+        AashPlacer { period, fq: FastQueue::new(sw.fq), sw }
+    }
+}
+
+impl Placer for AashPlacer {
+    fn name(&self) -> &'static str {
+        "aash"
+    }
+
+    fn period(&self) -> Nanos {
+        self.period
+    }
+
+    fn place(&mut self, topo: &Topology, snap: &Snapshot, out: &mut Vec<AffinityChange>) {
+        let fast = self.sw.fast.and(&topo.all);
+        let slow = if topo.all.and_not(&fast).is_empty() { topo.all } else { topo.all.and_not(&fast) };
+        let nd = snap
+            .domains
+            .iter()
+            .map(|d| d.id.idx() + 1)
+            .chain(snap.tasks.iter().map(|t| t.domain.idx() + 1))
+            .max()
+            .unwrap_or(0);
+        let mut doms = vec![FqDomain { priority: PriorityClass::Normal, fast_vcpus: None }; nd];
+        for d in &snap.domains {
+            doms[d.id.idx()] = FqDomain { priority: d.priority, fast_vcpus: d.fast_vcpus.clone() };
+        }
+        let vcpus: Vec<FqVcpu> = snap
+            .tasks
+            .iter()
+            .map(|t| FqVcpu { id: t.id, domain: t.domain, vcpu: t.vcpu, active: t.active || t.runnable_now })
+            .collect();
+        let g = self.fq.distribute(fast.len(), &vcpus, &doms);
+        debug_assert!(g.fast.len() <= fast.len(), "more grants than fast CPUs");
+        let runnable_granted = snap.tasks.iter().filter(|t| t.runnable_now && g.fast.contains(&t.id)).count();
+        let borrow = self.sw.fast_never_idle && runnable_granted < fast.len();
+        for (t, fv) in snap.tasks.iter().zip(&vcpus) {
+            let may_fast = self.fq.may_run_fast(fv, &doms);
+            let mask = if g.fast.contains(&t.id) {
+                fast
+            } else if !may_fast {
+                slow
+            } else if !fv.active {
+                if self.sw.fast_never_idle {
+                    topo.all
+                } else {
+                    slow
+                }
+            } else if borrow || !self.sw.fq.fair_sharing {
+                topo.all
+            } else {
+                slow
+            };
+            if mask != t.affinity {
+                out.push(AffinityChange { task: t.id, mask });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Worked examples of the placer's masks.
+    use super::*;
+    use crate::placer::{DomainSample, TaskSample};
+    use ampsched_model::{DomainId, TaskId};
+
+    fn snap(topo: &Topology, per_dom: &[u32], active: &[bool]) -> Snapshot {
+        let mut tasks = Vec::new();
+        let mut domains = Vec::new();
+        for (d, &n) in per_dom.iter().enumerate() {
+            domains.push(DomainSample {
+                id: DomainId(d as u32),
+                weight: 256,
+                priority: PriorityClass::Normal,
+                fast_vcpus: None,
+            });
+            for k in 0..n {
+                let id = tasks.len();
+                tasks.push(TaskSample {
+                    id: TaskId(id as u32),
+                    domain: DomainId(d as u32),
+                    vcpu: k,
+                    active: active[id],
+                    runnable_now: active[id],
+                    run_by_class: vec![Nanos::ZERO; topo.classes.len()],
+                    cpu: None,
+                    affinity: topo.all,
+                    ws_kb: 0,
+                });
+            }
+        }
+        Snapshot { now: Nanos::from_ms(30), period: Nanos::from_ms(30), cpus: Vec::new(), tasks, domains }
+    }
+
+    fn placer(topo: &Topology) -> AashPlacer {
+        AashPlacer::from_params("aash", &Params::new(), topo).unwrap()
+    }
+
+    #[test]
+    fn granted_vcpus_get_the_fast_mask_the_others_the_slow_mask() {
+        // 1 fast (CPU 0) + 3 slow; four single-vCPU VMs... with low parallelism off
+        // (each VM has 1 active vCPU, which would make them all high priority).
+        let topo = Topology::fast_slow(1, 2.0, 3, 1.0, 4);
+        let mut params = Params::new();
+        params.insert("low_parallelism".into(), ampsched_model::spec::ParamValue::Bool(false));
+        let mut p = AashPlacer::from_params("aash", &params, &topo).unwrap();
+        let s = snap(&topo, &[1, 1, 1, 1], &[true; 4]);
+        let mut out = Vec::new();
+        p.place(&topo, &s, &mut out);
+        // Queue [0,1,2,3]: task 0 holds the fast CPU → mask "0"; the others "1-3".
+        let masks: Vec<String> = out.iter().map(|c| c.mask.to_list()).collect();
+        assert_eq!(masks, vec!["0", "1-3", "1-3", "1-3"]);
+        // Next period: tail → head, task 3 gets the fast CPU.
+        let mut out = Vec::new();
+        p.place(&topo, &s, &mut out);
+        let fast: Vec<u32> = out.iter().filter(|c| c.mask.to_list() == "0").map(|c| c.task.0).collect();
+        assert_eq!(fast, vec![3]);
+    }
+
+    #[test]
+    fn fewer_active_vcpus_than_fast_cpus_all_run_fast() {
+        // 2 fast + 2 slow; one 4-vCPU VM with only vCPU 0 active: it gets the fast mask,
+        // and since 1 runnable grant < 2 fast CPUs nobody is confined to slow CPUs.
+        let topo = Topology::fast_slow(2, 2.0, 2, 1.0, 4);
+        let mut p = placer(&topo);
+        let s = snap(&topo, &[4], &[true, false, false, false]);
+        let mut out = Vec::new();
+        p.place(&topo, &s, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!((out[0].task, out[0].mask.to_list()), (TaskId(0), "0-1".to_string()));
+    }
+}

@@ -1,0 +1,699 @@
+//! `fair`: a CFS-like dispatcher with a runqueue-length balancer — the
+//! asymmetry-unaware commodity OS that the capability balancer (capability.md,
+//! "Why") and the asymmetry study (asymmetry-study.md, baseline) start from.
+//!
+//! Design (Linux `kernel/sched/fair.c`, simplified):
+//! - Per-CPU runqueues ordered by virtual runtime `(vruntime, TaskId)`; the
+//!   running task is outside its queue. Running for `Δ` ns adds
+//!   `Δ × 1024 / weight` to its vruntime; a CPU runs the queued task with the
+//!   smallest vruntime. Task weight = domain weight × 1024 / 256, so the
+//!   scenario default weight 256 (Xen's) is CFS's nice-0 load 1024, and
+//!   domain weights 256 : 512 give CFS weights 1024 : 2048.
+//! - Slice (`sched_slice`): period × weight / queue load, where period =
+//!   `sched_latency` while at most `sched_latency / min_granularity` tasks are
+//!   runnable there, else `nr_running × min_granularity`; never below
+//!   `min_granularity`. With equal weights that is `sched_latency / nr_running`.
+//! - `min_vruntime` per CPU only grows: max(itself, min(curr, leftmost)).
+//!   A waking task gets `max(own, min_vruntime − sched_latency / 2)`
+//!   (GENTLE_FAIR_SLEEPERS); a task changing CPU keeps its lag:
+//!   `vruntime − min_vruntime(old) + min_vruntime(new)`.
+//! - Wake-up placement (`select_task_rq_fair`, no wake-affine): the previous
+//!   CPU if allowed and idle, else the first idle allowed CPU cycling from the
+//!   previous one, else the previous CPU if allowed, else the allowed CPU with
+//!   the fewest runnable tasks (ties: cycling order from the previous CPU).
+//!   "Idle" = no running and no queued task. The woken task preempts the
+//!   running one when that one's vruntime exceeds its own by more than
+//!   `wakeup_granularity × 1024 / weight`.
+//! - Periodic balancer (`load_balance`, simplified to task counts): every
+//!   `balance_interval`, every CPU in turn — least loaded first, as idle CPUs
+//!   balance more often than busy ones in Linux (busy_factor), ties by id —
+//!   looks for the busiest CPU (most runnable tasks, ties by id) whose count
+//!   exceeds its own by ≥ 2 and pulls `⌊difference / 2⌋` queued (not running)
+//!   tasks it is allowed to run, least recently run first (ties by id); if
+//!   every task of that CPU is pinned elsewhere it tries the next busiest.
+//!   A CPU about to idle does the same at once (newidle balance).
+//!   Consequence (the property capability.md relies on): with the task count
+//!   a multiple of the CPU count and tasks spread evenly, it never moves a
+//!   task, however slow or noisy a CPU is. It knows nothing of speed or noise.
+//! - No ticks: slices end by the simulator's slice timer, and vruntime is
+//!   charged lazily (`update_curr`) at every decision.
+//!
+//! Invariants (debug-asserted): a task is on at most one runqueue and never
+//! queued while running; a queued task is runnable and allowed on its CPU.
+//!
+//! Simplifications, on purpose: no scheduling domains or groups (one flat
+//! level), no cache-hot check on pulls, no START_DEBIT (all tasks start at
+//! vruntime 0), no active balance of running tasks.
+
+use crate::dispatcher::{Dispatcher, Effects, Pick, SysView};
+use crate::params::{ParamDoc, ParamReader, PolicyError};
+use ampsched_model::spec::Params;
+use ampsched_model::{CpuId, DomainId, Nanos, TaskId, Topology};
+use std::collections::BTreeSet;
+
+/// CFS load weight of a nice-0 task (Linux NICE_0_LOAD).
+pub const NICE_0_LOAD: u64 = 1024;
+/// Domain weight that maps to nice 0: the scenario default (Xen's 256).
+pub const DOMAIN_WEIGHT_NICE_0: u64 = 256;
+/// Default targeted latency: Linux's unscaled `sysctl_sched_latency`, 6 ms.
+pub const DEFAULT_SCHED_LATENCY: Nanos = Nanos::from_ms(6);
+/// Default minimum slice: Linux's unscaled `sysctl_sched_min_granularity`, 0.75 ms.
+pub const DEFAULT_MIN_GRANULARITY: Nanos = Nanos::from_us(750);
+/// Default wake-up preemption granularity: Linux's unscaled 1 ms.
+pub const DEFAULT_WAKEUP_GRANULARITY: Nanos = Nanos::from_ms(1);
+/// Default periodic balance interval: 4 ms, one tick at HZ = 250 (the base
+/// interval of Linux's lowest scheduling domain).
+pub const DEFAULT_BALANCE_INTERVAL: Nanos = Nanos::from_ms(4);
+
+/// Tunables of the fair dispatcher.
+#[derive(Clone, Debug)]
+pub struct FairParams {
+    /// Period within which every runnable task runs once.
+    pub sched_latency: Nanos,
+    /// Shortest slice.
+    pub min_granularity: Nanos,
+    /// Vruntime lead a woken task needs to preempt (at nice 0).
+    pub wakeup_granularity: Nanos,
+    /// Period of the runqueue-length balancer.
+    pub balance_interval: Nanos,
+}
+
+/// Parameters of `fair` as shown by `ampsched policies`.
+pub const FAIR_PARAMS: &[ParamDoc] = &[
+    ParamDoc {
+        name: "sched_latency_ms",
+        default: "6",
+        doc: "targeted latency: period within which each runnable task runs, ms",
+    },
+    ParamDoc { name: "min_granularity_ms", default: "0.75", doc: "shortest slice, ms" },
+    ParamDoc {
+        name: "wakeup_granularity_ms",
+        default: "1",
+        doc: "vruntime lead a woken nice-0 task needs to preempt, ms",
+    },
+    ParamDoc { name: "balance_interval_ms", default: "4", doc: "period of the runqueue-length balancer, ms" },
+];
+
+impl Default for FairParams {
+    fn default() -> Self {
+        FairParams {
+            sched_latency: DEFAULT_SCHED_LATENCY,
+            min_granularity: DEFAULT_MIN_GRANULARITY,
+            wakeup_granularity: DEFAULT_WAKEUP_GRANULARITY,
+            balance_interval: DEFAULT_BALANCE_INTERVAL,
+        }
+    }
+}
+
+impl FairParams {
+    /// Read from scenario parameters.
+    pub fn from_params(policy: &str, params: &Params) -> Result<FairParams, PolicyError> {
+        let d = FairParams::default();
+        let r = ParamReader::new(policy, params, FAIR_PARAMS)?;
+        let p = FairParams {
+            sched_latency: r.ms("sched_latency_ms", d.sched_latency, 0.1, 1000.0)?,
+            min_granularity: r.ms("min_granularity_ms", d.min_granularity, 0.01, 1000.0)?,
+            wakeup_granularity: r.ms("wakeup_granularity_ms", d.wakeup_granularity, 0.0, 1000.0)?,
+            balance_interval: r.ms("balance_interval_ms", d.balance_interval, 0.1, 10_000.0)?,
+        };
+        if p.min_granularity > p.sched_latency {
+            return Err(PolicyError {
+                param: "min_granularity_ms".into(),
+                msg: "must not exceed sched_latency_ms".into(),
+            });
+        }
+        Ok(p)
+    }
+}
+
+/// Per-task state (Linux `struct sched_entity`).
+#[derive(Clone, Debug)]
+pub struct Entity {
+    /// Virtual runtime, weighted ns.
+    pub vruntime: u64,
+    /// CFS load weight.
+    pub weight: u64,
+    /// CPU whose queue it is (or was last) on.
+    pub cpu: CpuId,
+    /// On a runqueue (not running).
+    pub on_rq: bool,
+    /// Runnable as far as the dispatcher knows.
+    pub runnable: bool,
+    exec_start: Nanos,
+    last_ran: Nanos,
+}
+
+/// Counters reported in results.
+#[derive(Clone, Debug, Default)]
+pub struct FairStats {
+    /// Tasks pulled by the periodic balancer.
+    pub pulls: u64,
+    /// Tasks pulled by a CPU about to idle.
+    pub newidle_pulls: u64,
+    /// Wake-ups that preempted the running task.
+    pub wake_preempts: u64,
+    /// Tasks moved because their affinity excluded their CPU.
+    pub affinity_moves: u64,
+}
+
+/// The fair dispatcher's state.
+pub struct Fair {
+    /// Tunables.
+    pub p: FairParams,
+    /// Per task.
+    pub se: Vec<Entity>,
+    /// Per CPU: queued tasks by (vruntime, id).
+    rq: Vec<BTreeSet<(u64, TaskId)>>,
+    /// Per CPU: the task it runs (as last picked).
+    curr: Vec<Option<TaskId>>,
+    /// Per CPU: monotonic minimum vruntime.
+    pub min_vruntime: Vec<u64>,
+    /// Counters.
+    pub stats: FairStats,
+}
+
+fn weight_of(domain_weight: u32) -> u64 {
+    (domain_weight.max(1) as u64 * NICE_0_LOAD / DOMAIN_WEIGHT_NICE_0).max(1)
+}
+
+impl Fair {
+    /// A fair dispatcher for `topo`.
+    pub fn new(p: FairParams, topo: &Topology) -> Fair {
+        let n = topo.ncpus();
+        Fair {
+            p,
+            se: Vec::new(),
+            rq: vec![BTreeSet::new(); n],
+            curr: vec![None; n],
+            min_vruntime: vec![0; n],
+            stats: FairStats::default(),
+        }
+    }
+
+    /// Runnable tasks on `cpu`: running + queued.
+    pub fn nr_running(&self, cpu: CpuId) -> u32 {
+        self.rq[cpu.idx()].len() as u32 + self.curr[cpu.idx()].is_some() as u32
+    }
+
+    /// Runnable tasks on every CPU, in id order.
+    pub fn counts(&self) -> Vec<u32> {
+        (0..self.rq.len()).map(|c| self.nr_running(CpuId(c as u32))).collect()
+    }
+
+    fn enqueue(&mut self, cpu: CpuId, t: TaskId) {
+        let e = &mut self.se[t.idx()];
+        debug_assert!(!e.on_rq, "{t} queued twice");
+        e.on_rq = true;
+        e.cpu = cpu;
+        self.rq[cpu.idx()].insert((e.vruntime, t));
+    }
+
+    fn dequeue(&mut self, t: TaskId) {
+        let e = &mut self.se[t.idx()];
+        debug_assert!(e.on_rq, "{t} not queued");
+        e.on_rq = false;
+        let removed = self.rq[e.cpu.idx()].remove(&(e.vruntime, t));
+        debug_assert!(removed, "{t} missing from its runqueue");
+    }
+
+    fn update_min_vruntime(&mut self, cpu: CpuId) {
+        let c = cpu.idx();
+        let cur = self.curr[c].map(|t| self.se[t.idx()].vruntime);
+        let left = self.rq[c].first().map(|k| k.0);
+        let m = match (cur, left) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) => a,
+            (None, Some(b)) => b,
+            (None, None) => return,
+        };
+        self.min_vruntime[c] = self.min_vruntime[c].max(m);
+    }
+
+    /// Charge the running task of `cpu` up to `now` (Linux `update_curr`).
+    fn update_curr(&mut self, cpu: CpuId, now: Nanos) {
+        if let Some(t) = self.curr[cpu.idx()] {
+            let e = &mut self.se[t.idx()];
+            let delta = now.saturating_sub(e.exec_start).0;
+            e.exec_start = now;
+            e.vruntime += (delta as u128 * NICE_0_LOAD as u128 / e.weight as u128) as u64;
+            self.update_min_vruntime(cpu);
+        }
+    }
+
+    /// Slice of `t` on `cpu`, counting `t` as runnable there (`sched_slice`).
+    pub fn sched_slice(&self, cpu: CpuId, t: TaskId) -> Nanos {
+        let c = cpu.idx();
+        let mut load: u64 = self.rq[c].iter().map(|k| self.se[k.1.idx()].weight).sum();
+        let mut nr = self.rq[c].len() as u64;
+        if let Some(cur) = self.curr[c] {
+            load += self.se[cur.idx()].weight;
+            nr += 1;
+        }
+        let e = &self.se[t.idx()];
+        if !e.on_rq && self.curr[c] != Some(t) {
+            load += e.weight;
+            nr += 1;
+        }
+        let nr_latency = (self.p.sched_latency.0 / self.p.min_granularity.0.max(1)).max(1);
+        let period = if nr > nr_latency { self.p.min_granularity.0 * nr } else { self.p.sched_latency.0 };
+        let slice = (period as u128 * e.weight as u128 / load.max(1) as u128) as u64;
+        Nanos(slice.max(self.p.min_granularity.0))
+    }
+
+    /// Move a not-running task's lag from one CPU's clock to another's.
+    fn renormalize(&mut self, t: TaskId, from: CpuId, to: CpuId) {
+        if from == to {
+            return;
+        }
+        let e = &mut self.se[t.idx()];
+        e.vruntime = e.vruntime.saturating_sub(self.min_vruntime[from.idx()]) + self.min_vruntime[to.idx()];
+    }
+
+    /// Wake-up placement (see the module docs).
+    pub fn select_cpu(&self, v: &SysView, t: TaskId) -> CpuId {
+        let aff = v.tasks[t.idx()].affinity;
+        let prev = self.se[t.idx()].cpu;
+        let n = self.rq.len();
+        let order = (0..n).map(|k| CpuId(((prev.idx() + k) % n) as u32)).filter(|c| aff.contains(*c));
+        if let Some(c) = order.clone().find(|c| self.nr_running(*c) == 0) {
+            return c;
+        }
+        if aff.contains(prev) {
+            return prev;
+        }
+        order.min_by_key(|c| self.nr_running(*c)).unwrap_or(prev)
+    }
+
+    /// Queued `t` on `cpu`: preempt what runs there if `t` deserves it.
+    fn check_preempt(&mut self, v: &SysView, cpu: CpuId, t: TaskId, fx: &mut Effects) {
+        match self.curr[cpu.idx()] {
+            None => fx.resched(cpu),
+            Some(cur) => {
+                self.update_curr(cpu, v.now);
+                let e = &self.se[t.idx()];
+                let gran = (self.p.wakeup_granularity.0 as u128 * NICE_0_LOAD as u128 / e.weight as u128) as u64;
+                if self.se[cur.idx()].vruntime > e.vruntime + gran {
+                    self.stats.wake_preempts += 1;
+                    fx.resched(cpu);
+                }
+            }
+        }
+    }
+
+    /// Pull queued tasks from the busiest CPU to `cpu` when their counts
+    /// differ by ≥ 2; returns how many moved.
+    pub fn load_balance(&mut self, v: &SysView, cpu: CpuId) -> u32 {
+        let n = self.rq.len();
+        let mine = self.nr_running(cpu);
+        let mut peers: Vec<(u32, CpuId)> =
+            (0..n).map(|c| CpuId(c as u32)).filter(|c| *c != cpu).map(|c| (self.nr_running(c), c)).collect();
+        // Busiest first, ties by id.
+        peers.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (nr, busiest) in peers {
+            if nr < mine + 2 {
+                break;
+            }
+            let want = (nr - mine) / 2;
+            // Least recently run first, ties by id (Linux detaches from the tail of cfs_tasks).
+            let mut cands: Vec<(Nanos, TaskId)> = self.rq[busiest.idx()]
+                .iter()
+                .map(|k| k.1)
+                .filter(|t| v.tasks[t.idx()].affinity.contains(cpu))
+                .map(|t| (self.se[t.idx()].last_ran, t))
+                .collect();
+            if cands.is_empty() {
+                continue;
+            }
+            cands.sort();
+            let mut moved = 0;
+            for (_, t) in cands.into_iter().take(want as usize) {
+                self.dequeue(t);
+                self.renormalize(t, busiest, cpu);
+                self.enqueue(cpu, t);
+                moved += 1;
+            }
+            self.update_min_vruntime(busiest);
+            return moved;
+        }
+        0
+    }
+
+    fn check_invariants(&self, v: &SysView) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let mut seen = vec![false; self.se.len()];
+        for (c, q) in self.rq.iter().enumerate() {
+            for (vr, t) in q {
+                debug_assert!(!seen[t.idx()], "{t} on two runqueues");
+                seen[t.idx()] = true;
+                let e = &self.se[t.idx()];
+                debug_assert!(e.on_rq && e.runnable && e.cpu.idx() == c && e.vruntime == *vr, "{t} queue state");
+                debug_assert!(v.tasks[t.idx()].affinity.contains(CpuId(c as u32)), "{t} queued outside its affinity");
+                debug_assert!(!self.curr.contains(&Some(*t)), "{t} queued while running");
+            }
+        }
+    }
+}
+
+impl Dispatcher for Fair {
+    fn name(&self) -> &'static str {
+        "fair"
+    }
+
+    fn tick_period(&self) -> Nanos {
+        Nanos::ZERO
+    }
+
+    fn account_period(&self) -> Nanos {
+        self.p.balance_interval
+    }
+
+    fn init(&mut self, v: &SysView) {
+        let n = v.topo.ncpus();
+        self.se = v
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, tv)| {
+                // Initial CPU: round-robin by id, moved into the affinity.
+                let mut c = CpuId((i % n) as u32);
+                if !tv.affinity.contains(c) {
+                    c = tv.affinity.cycle(c).unwrap_or(CpuId(0));
+                }
+                Entity {
+                    vruntime: 0,
+                    weight: weight_of(v.domains[tv.domain.idx()].weight),
+                    cpu: c,
+                    on_rq: false,
+                    runnable: false,
+                    exec_start: Nanos::ZERO,
+                    last_ran: Nanos::ZERO,
+                }
+            })
+            .collect();
+    }
+
+    fn wake(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
+        if self.se[t.idx()].runnable || self.curr.contains(&Some(t)) {
+            return;
+        }
+        self.se[t.idx()].runnable = true;
+        let old = self.se[t.idx()].cpu;
+        let dest = self.select_cpu(v, t);
+        self.renormalize(t, old, dest);
+        self.update_curr(dest, v.now);
+        let floor = self.min_vruntime[dest.idx()].saturating_sub(self.p.sched_latency.0 / 2);
+        let e = &mut self.se[t.idx()];
+        e.vruntime = e.vruntime.max(floor);
+        self.enqueue(dest, t);
+        self.check_preempt(v, dest, t, fx);
+    }
+
+    fn block(&mut self, _v: &SysView, t: TaskId, _cpu: CpuId, _fx: &mut Effects) {
+        self.se[t.idx()].runnable = false;
+    }
+
+    fn tick(&mut self, _v: &SysView, _cpu: CpuId, _fx: &mut Effects) {}
+
+    fn account(&mut self, v: &SysView, fx: &mut Effects) {
+        let n = self.rq.len();
+        let mut order: Vec<(u32, CpuId)> = (0..n).map(|c| CpuId(c as u32)).map(|c| (self.nr_running(c), c)).collect();
+        order.sort();
+        for (_, c) in order {
+            let was_idle = self.nr_running(c) == 0;
+            let moved = self.load_balance(v, c);
+            if moved > 0 {
+                self.stats.pulls += moved as u64;
+                if was_idle || self.curr[c.idx()].is_none() {
+                    fx.resched(c);
+                } else {
+                    // Preempt if a pulled task deserves the CPU more.
+                    let first = self.rq[c.idx()].first().map(|k| k.1).expect("pulled");
+                    self.check_preempt(v, c, first, fx);
+                }
+            }
+        }
+        self.check_invariants(v);
+    }
+
+    fn pick_next(
+        &mut self,
+        v: &SysView,
+        cpu: CpuId,
+        prev: Option<TaskId>,
+        prev_runnable: bool,
+        fx: &mut Effects,
+    ) -> Pick {
+        let now = v.now;
+        if let Some(p) = prev {
+            debug_assert_eq!(self.curr[cpu.idx()], Some(p), "prev {p} was not running on {cpu}");
+            self.update_curr(cpu, now);
+            self.curr[cpu.idx()] = None;
+            self.se[p.idx()].last_ran = now;
+            if prev_runnable {
+                self.se[p.idx()].runnable = true;
+                if v.tasks[p.idx()].affinity.contains(cpu) {
+                    self.enqueue(cpu, p);
+                } else {
+                    // Its affinity changed while it ran: move it (Linux: migration stopper).
+                    let dest = self.select_cpu(v, p);
+                    self.renormalize(p, cpu, dest);
+                    self.enqueue(dest, p);
+                    self.stats.affinity_moves += 1;
+                    if dest != cpu {
+                        self.check_preempt(v, dest, p, fx);
+                    }
+                }
+            } else {
+                self.se[p.idx()].runnable = false;
+            }
+        }
+        if self.rq[cpu.idx()].is_empty() {
+            let moved = self.load_balance(v, cpu);
+            self.stats.newidle_pulls += moved as u64;
+        }
+        let next = self.rq[cpu.idx()].first().map(|k| k.1);
+        let pick = match next {
+            Some(t) => {
+                self.dequeue(t);
+                self.curr[cpu.idx()] = Some(t);
+                let e = &mut self.se[t.idx()];
+                e.exec_start = now;
+                e.cpu = cpu;
+                self.update_min_vruntime(cpu);
+                Pick { task: Some(t), slice: self.sched_slice(cpu, t) }
+            }
+            None => Pick::IDLE,
+        };
+        self.check_invariants(v);
+        pick
+    }
+
+    fn affinity_changed(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
+        let aff = v.tasks[t.idx()].affinity;
+        let cpu = self.se[t.idx()].cpu;
+        if aff.contains(cpu) {
+            return;
+        }
+        if self.curr[cpu.idx()] == Some(t) {
+            // Deschedule; pick_next moves it.
+            fx.resched(cpu);
+        } else if self.se[t.idx()].on_rq {
+            self.dequeue(t);
+            let dest = self.select_cpu(v, t);
+            self.renormalize(t, cpu, dest);
+            self.enqueue(dest, t);
+            self.stats.affinity_moves += 1;
+            self.check_preempt(v, dest, t, fx);
+        }
+        // A blocked task is placed by wake-up.
+    }
+
+    fn domain_changed(&mut self, v: &SysView, d: DomainId, _fx: &mut Effects) {
+        let w = weight_of(v.domains[d.idx()].weight);
+        for t in &v.domains[d.idx()].tasks {
+            if let Some(e) = self.se.get_mut(t.idx()) {
+                e.weight = w;
+            }
+        }
+    }
+
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("pulls", self.stats.pulls as f64),
+            ("newidle_pulls", self.stats.newidle_pulls as f64),
+            ("wake_preempts", self.stats.wake_preempts as f64),
+            ("affinity_moves", self.stats.affinity_moves as f64),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Worked examples driving the fair dispatcher directly, hook by hook.
+    use super::*;
+    use crate::dispatcher::{DomainView, TaskView};
+    use ampsched_model::spec::{CoschedType, PriorityClass};
+    use ampsched_model::CpuSet;
+
+    struct World {
+        topo: Topology,
+        tasks: Vec<TaskView>,
+        domains: Vec<DomainView>,
+        curr: Vec<Option<TaskId>>,
+    }
+
+    impl World {
+        /// `ncpus` equal CPUs; one single-task domain per entry of `weights`.
+        fn new(ncpus: usize, weights: &[u32]) -> World {
+            let topo = Topology::fast_slow(0, 2.0, ncpus, 1.0, ncpus);
+            let tasks = (0..weights.len())
+                .map(|i| TaskView { domain: DomainId(i as u32), vcpu: 0, affinity: topo.all })
+                .collect();
+            let domains = weights
+                .iter()
+                .enumerate()
+                .map(|(i, w)| DomainView {
+                    name: format!("d{i}"),
+                    weight: *w,
+                    cap: 0,
+                    priority: PriorityClass::Normal,
+                    fast_vcpus: None,
+                    cosched: CoschedType::Hit,
+                    tasks: vec![TaskId(i as u32)],
+                })
+                .collect();
+            World { curr: vec![None; ncpus], topo, tasks, domains }
+        }
+        fn view(&self, now: Nanos) -> SysView<'_> {
+            SysView { now, topo: &self.topo, tasks: &self.tasks, domains: &self.domains, curr: &self.curr }
+        }
+    }
+
+    fn fair(w: &World) -> Fair {
+        let mut f = Fair::new(FairParams::default(), &w.topo);
+        f.init(&w.view(Nanos::ZERO));
+        f
+    }
+
+    #[test]
+    fn weights_1024_and_2048_share_one_cpu_one_third_two_thirds() {
+        // Domain weights 256 and 512 → CFS weights 1024 and 2048 (load 3072).
+        // Slices: 6 ms × 1024/3072 = 2 ms and 6 ms × 2048/3072 = 4 ms; per
+        // 6 ms period A runs 2 ms (vruntime +2 ms) and B 4 ms (+4 × 1024/2048
+        // = +2 ms): equal vruntimes, shares 1/3 and 2/3.
+        let mut w = World::new(1, &[256, 512]);
+        let mut f = fair(&w);
+        let (a, b) = (TaskId(0), TaskId(1));
+        assert_eq!((f.se[0].weight, f.se[1].weight), (1024, 2048));
+        let mut fx = Effects::default();
+        f.wake(&w.view(Nanos::ZERO), a, &mut fx);
+        f.wake(&w.view(Nanos::ZERO), b, &mut fx);
+        let mut now = Nanos::ZERO;
+        let mut prev = None;
+        let mut ran = [0u64; 2];
+        while now < Nanos::from_secs(10) {
+            let p = f.pick_next(&w.view(now), CpuId(0), prev, prev.is_some(), &mut fx);
+            let t = p.task.expect("always runnable");
+            w.curr[0] = Some(t);
+            ran[t.idx()] += p.slice.0;
+            now += p.slice;
+            prev = Some(t);
+        }
+        let total = (ran[0] + ran[1]) as f64;
+        let (sa, sb) = (ran[0] as f64 / total, ran[1] as f64 / total);
+        assert!((sa - 1.0 / 3.0).abs() < 0.02 * (1.0 / 3.0), "A share {sa}");
+        assert!((sb - 2.0 / 3.0).abs() < 0.02 * (2.0 / 3.0), "B share {sb}");
+        assert_eq!(f.sched_slice(CpuId(0), a), Nanos::from_ms(2));
+        assert_eq!(f.sched_slice(CpuId(0), b), Nanos::from_ms(4));
+    }
+
+    #[test]
+    fn the_balancer_leaves_8_tasks_on_4_cpus_alone() {
+        // Initial CPUs round-robin: task i → CPU i mod 4. Waking 0-3 finds
+        // their CPUs idle; 4-7 find no idle CPU and stay on their previous
+        // one: counts 2, 2, 2, 2. Differences < 2 everywhere: no pull, ever.
+        let w = World::new(4, &[256; 8]);
+        let mut f = fair(&w);
+        let mut fx = Effects::default();
+        for i in 0..8 {
+            f.wake(&w.view(Nanos::ZERO), TaskId(i), &mut fx);
+        }
+        assert_eq!(f.counts(), vec![2, 2, 2, 2]);
+        for k in 1..=100u64 {
+            f.account(&w.view(Nanos::from_ms(4 * k)), &mut fx);
+        }
+        assert_eq!(f.counts(), vec![2, 2, 2, 2]);
+        assert_eq!(f.stats.pulls, 0);
+    }
+
+    #[test]
+    fn the_balancer_moves_one_of_5_tasks_from_3_1_1_0_to_2_1_1_1() {
+        // Tasks 0-2 wake on their idle initial CPUs 0, 1, 2; tasks 3 and 4
+        // are bound to CPU 0 while they wake: counts 3, 1, 1, 0. Then both
+        // are unbound (they stay: CPU 0 is still allowed).
+        let mut w = World::new(4, &[256; 5]);
+        w.tasks[3].affinity = CpuSet::single(CpuId(0));
+        w.tasks[4].affinity = CpuSet::single(CpuId(0));
+        let mut f = fair(&w);
+        let mut fx = Effects::default();
+        for i in 0..5 {
+            f.wake(&w.view(Nanos::ZERO), TaskId(i), &mut fx);
+        }
+        assert_eq!(f.counts(), vec![3, 1, 1, 0]);
+        w.tasks[3].affinity = w.topo.all;
+        w.tasks[4].affinity = w.topo.all;
+        f.affinity_changed(&w.view(Nanos::ZERO), TaskId(3), &mut fx);
+        f.affinity_changed(&w.view(Nanos::ZERO), TaskId(4), &mut fx);
+        // Balance order: least loaded first → CPU 3 (0 tasks) sees CPU 0 with
+        // 3: 3 − 0 ≥ 2 → pulls ⌊3/2⌋ = 1 → counts 2, 1, 1, 1; then CPUs 1, 2
+        // and 0 see differences ≤ 1: nothing more.
+        let mut fx = Effects::default();
+        f.account(&w.view(Nanos::from_ms(4)), &mut fx);
+        assert_eq!(f.counts(), vec![2, 1, 1, 1]);
+        assert_eq!(f.stats.pulls, 1);
+        assert_eq!(fx.resched, vec![CpuId(3)]);
+        // Balanced: further rounds change nothing.
+        f.account(&w.view(Nanos::from_ms(8)), &mut fx);
+        assert_eq!(f.counts(), vec![2, 1, 1, 1]);
+    }
+
+    #[test]
+    fn the_balancer_respects_affinity() {
+        // Four tasks pinned to CPU 0: counts 4, 0 — nothing may move.
+        let mut w = World::new(2, &[256; 4]);
+        for t in &mut w.tasks {
+            t.affinity = CpuSet::single(CpuId(0));
+        }
+        let mut f = fair(&w);
+        let mut fx = Effects::default();
+        for i in 0..4 {
+            f.wake(&w.view(Nanos::ZERO), TaskId(i), &mut fx);
+        }
+        f.account(&w.view(Nanos::from_ms(4)), &mut fx);
+        assert_eq!(f.counts(), vec![4, 0]);
+        // An idle CPU 1 picking finds nothing it may pull.
+        assert_eq!(f.pick_next(&w.view(Nanos::from_ms(4)), CpuId(1), None, false, &mut fx), Pick::IDLE);
+    }
+
+    #[test]
+    fn a_sleeper_wakes_at_most_half_a_latency_behind() {
+        // A runs alone for 100 ms (vruntime 100 ms); B slept all along
+        // (vruntime 0). B wakes: max(0, min_vruntime 100 ms − 3 ms) = 97 ms,
+        // 3 ms ahead of A by more than the 1 ms granularity → preempts.
+        let mut w = World::new(1, &[256, 256]);
+        let mut f = fair(&w);
+        let (a, b) = (TaskId(0), TaskId(1));
+        let mut fx = Effects::default();
+        f.wake(&w.view(Nanos::ZERO), a, &mut fx);
+        assert_eq!(f.pick_next(&w.view(Nanos::ZERO), CpuId(0), None, false, &mut fx).task, Some(a));
+        w.curr[0] = Some(a);
+        let mut fx = Effects::default();
+        f.wake(&w.view(Nanos::from_ms(100)), b, &mut fx);
+        assert_eq!(f.se[0].vruntime, Nanos::from_ms(100).0);
+        assert_eq!(f.se[1].vruntime, Nanos::from_ms(97).0);
+        assert_eq!(fx.resched, vec![CpuId(0)]);
+        assert_eq!(f.pick_next(&w.view(Nanos::from_ms(100)), CpuId(0), Some(a), true, &mut fx).task, Some(b));
+    }
+}
