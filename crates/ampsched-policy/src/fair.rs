@@ -533,43 +533,9 @@ impl Dispatcher for Fair {
 mod tests {
     //! Worked examples driving the fair dispatcher directly, hook by hook.
     use super::*;
-    use crate::dispatcher::{DomainView, TaskView};
-    use ampsched_model::spec::{CoschedType, PriorityClass};
     use ampsched_model::CpuSet;
 
-    struct World {
-        topo: Topology,
-        tasks: Vec<TaskView>,
-        domains: Vec<DomainView>,
-        curr: Vec<Option<TaskId>>,
-    }
-
-    impl World {
-        /// `ncpus` equal CPUs; one single-task domain per entry of `weights`.
-        fn new(ncpus: usize, weights: &[u32]) -> World {
-            let topo = Topology::fast_slow(0, 2.0, ncpus, 1.0, ncpus);
-            let tasks = (0..weights.len())
-                .map(|i| TaskView { domain: DomainId(i as u32), vcpu: 0, affinity: topo.all })
-                .collect();
-            let domains = weights
-                .iter()
-                .enumerate()
-                .map(|(i, w)| DomainView {
-                    name: format!("d{i}"),
-                    weight: *w,
-                    cap: 0,
-                    priority: PriorityClass::Normal,
-                    fast_vcpus: None,
-                    cosched: CoschedType::Hit,
-                    tasks: vec![TaskId(i as u32)],
-                })
-                .collect();
-            World { curr: vec![None; ncpus], topo, tasks, domains }
-        }
-        fn view(&self, now: Nanos) -> SysView<'_> {
-            SysView { now, topo: &self.topo, tasks: &self.tasks, domains: &self.domains, curr: &self.curr }
-        }
-    }
+    use crate::testkit::World;
 
     fn fair(w: &World) -> Fair {
         let mut f = Fair::new(FairParams::default(), &w.topo);

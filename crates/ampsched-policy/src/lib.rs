@@ -18,6 +18,8 @@ pub mod noop;
 pub mod params;
 pub mod placer;
 pub mod registry;
+#[cfg(test)]
+mod testkit;
 
 pub use dispatcher::{Dispatcher, DomainView, Effects, Pick, SysView, TaskView};
 pub use params::{ParamDoc, ParamReader, PolicyError};
