@@ -143,6 +143,8 @@ mod tests {
                     vcpu: k,
                     active: active[id],
                     runnable_now: active[id],
+                    running: active[id],
+                    done: false,
                     run_by_class: vec![Nanos::ZERO; topo.classes.len()],
                     cpu: None,
                     affinity: topo.all,

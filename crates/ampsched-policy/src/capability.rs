@@ -369,6 +369,8 @@ mod tests {
                     vcpu: id,
                     active: true,
                     runnable_now: true,
+                    running: true,
+                    done: false,
                     run_by_class: vec![Nanos::ZERO; 2],
                     cpu: Some(CpuId(cpu)),
                     affinity: CpuSet::first_n(n),

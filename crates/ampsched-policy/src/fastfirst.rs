@@ -165,6 +165,8 @@ mod tests {
             vcpu: id,
             active: runnable,
             runnable_now: runnable,
+            running: runnable,
+            done: false,
             run_by_class: vec![Nanos::ZERO; 2],
             cpu: Some(CpuId(cpu)),
             affinity: aff,

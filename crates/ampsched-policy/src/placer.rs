@@ -16,7 +16,8 @@ pub struct CpuSample {
     pub idle: Nanos,
     /// Time taken by interrupts, softirqs, steal and real-time work.
     pub noise: Nanos,
-    /// Runnable tasks present at the end of the period (running + queued).
+    /// Runnable tasks at the end of the period that run on or last ran on this CPU
+    /// (the running one and those waiting for it; Linux: state R with this `processor`).
     pub nr_running: u32,
 }
 
@@ -33,6 +34,10 @@ pub struct TaskSample {
     pub active: bool,
     /// Runnable (running or queued) at the end of the period.
     pub runnable_now: bool,
+    /// Running on a CPU at the end of the period.
+    pub running: bool,
+    /// Its program has ended (it will never run again).
+    pub done: bool,
     /// Run time in the period per CPU class (indexed like `Topology::classes`).
     pub run_by_class: Vec<Nanos>,
     /// CPU it runs on, or last ran on.

@@ -1115,6 +1115,18 @@ impl Sim {
                 self.settle(TaskId(i as u32));
             }
         }
+        let mut nr_running = vec![0u32; self.cpus.len()];
+        for t in &self.tasks {
+            match t.st {
+                St::Running(c) => nr_running[c.idx()] += 1,
+                St::Runnable => {
+                    if let Some(c) = t.last_cpu {
+                        nr_running[c.idx()] += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
         let snap = Snapshot {
             now,
             period: now - self.last_place,
@@ -1127,7 +1139,7 @@ impl Sim {
                     busy: Nanos(c.p_busy.round() as u64),
                     idle: Nanos(c.p_idle.round() as u64),
                     noise: Nanos(c.p_noise.round() as u64),
-                    nr_running: 0,
+                    nr_running: nr_running[i],
                 })
                 .collect(),
             tasks: self
@@ -1141,6 +1153,8 @@ impl Sim {
                     vcpu: self.views[i].vcpu,
                     active: t.period_active,
                     runnable_now: matches!(t.st, St::Runnable | St::Running(_)),
+                    running: matches!(t.st, St::Running(_)),
+                    done: t.st == St::Done,
                     run_by_class: t.period_run.iter().map(|x| Nanos(*x)).collect(),
                     cpu: match t.st {
                         St::Running(c) => Some(c),
