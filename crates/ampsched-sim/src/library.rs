@@ -1178,8 +1178,8 @@ mod tests {
             assert!(e.source.starts_with("V:") || e.source.starts_with("estimate:"), "{n}");
             assert!(!e.description.is_empty());
         }
-        // 14 + 5 + 4 + 7 + 5 = 35 entries, nothing else.
-        assert_eq!(lib.entries().len(), 35);
+        // 14 + 5 + 4 + 7 + 5 = 35 named entries at least (users may add more).
+        assert!(lib.entries().len() >= 35);
         // Lookup is exact and case-sensitive.
         assert!(lib.get("MCF").is_none());
     }
