@@ -57,6 +57,7 @@ pub struct SimConfig {
 }
 
 /// A task as configured.
+#[derive(Clone, Debug)]
 pub struct TaskInit {
     /// Owning domain.
     pub domain: DomainId,
@@ -403,12 +404,10 @@ impl Sim {
     /// Run to the stop condition and return the results.
     pub fn run(mut self) -> RunResult {
         self.disp.init(&view!(self));
-        let tick = self.disp.tick_period();
         let acct = self.disp.account_period();
         if acct.0 > 0 {
             self.push(acct, Ev::Account);
         }
-        let _ = tick;
         if self.stats_interval.0 > 0 {
             self.push(self.stats_interval, Ev::Stats);
         }
@@ -776,13 +775,7 @@ impl Sim {
             match self.resume(n, c) {
                 Outcome::Busy => return,
                 Outcome::Blocked | Outcome::Done => {
-                    if self.tasks[n.idx()].st == St::Running(c) {
-                        self.set_state(n, St::Blocked);
-                    }
-                    let mut fx = std::mem::take(&mut self.fx);
-                    self.disp.block(&view!(self), n, c, &mut fx);
-                    self.fx = fx;
-                    self.flush_fx();
+                    self.mark_blocked(n, c);
                     prev = Some(n);
                 }
             }
@@ -855,7 +848,8 @@ impl Sim {
         }
     }
 
-    fn block_running(&mut self, t: TaskId, c: CpuId) {
+    /// The task running on `c` blocked or ended: record it and tell the dispatcher.
+    fn mark_blocked(&mut self, t: TaskId, c: CpuId) {
         if self.tasks[t.idx()].st == St::Running(c) {
             self.set_state(t, St::Blocked);
         }
@@ -863,6 +857,10 @@ impl Sim {
         self.disp.block(&view!(self), t, c, &mut fx);
         self.fx = fx;
         self.flush_fx();
+    }
+
+    fn block_running(&mut self, t: TaskId, c: CpuId) {
+        self.mark_blocked(t, c);
         // The CPU still has t as curr; schedule() sees it not runnable.
         self.schedule(c);
     }

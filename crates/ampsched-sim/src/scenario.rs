@@ -89,7 +89,7 @@ pub struct Scenario {
     /// Domains.
     pub domains: Vec<DomainView>,
     /// Tasks (programs shared between runs).
-    pub tasks: Vec<TaskTemplate>,
+    pub tasks: Vec<TaskInit>,
     /// Dispatcher choice.
     pub dispatcher: PolicySpec,
     /// Placer choice.
@@ -107,29 +107,28 @@ pub struct Scenario {
     text: String,
 }
 
-/// A task as resolved from the file.
-#[derive(Clone, Debug)]
-pub struct TaskTemplate {
-    /// Domain.
-    pub domain: DomainId,
-    /// vCPU index.
-    pub vcpu: u32,
-    /// Program.
-    pub program: Arc<Program>,
-    /// Hard affinity.
-    pub affinity: CpuSet,
-    /// Sync group.
-    pub group: u32,
-    /// Rank within the group.
-    pub rank: u32,
-}
-
 /// Default statistics interval: 1 s (the AASH study used 1-2 s).
 pub const DEFAULT_STATS_INTERVAL_MS: f64 = 1000.0;
 /// Default bound on an all-done run: one simulated hour.
 pub const DEFAULT_MAX_S: f64 = 3600.0;
 /// Noise above this fraction would leave a CPU all but dead.
 pub const MAX_NOISE: f64 = 0.95;
+
+/// An error at a field path, located in `text` when the path is found there.
+fn error_at(text: &str, file: &str, path: &str, msg: String) -> ScenarioError {
+    let (line, col) =
+        locate(text, path).map(|o| line_col(text, o)).map(|(l, c)| (Some(l), Some(c))).unwrap_or((None, None));
+    ScenarioError { file: file.into(), line, col, path: path.into(), msg }
+}
+
+/// The field path a policy error points at: `{kind}.name` or `{kind}.{param}`.
+fn policy_path(kind: &str, e: &ampsched_policy::PolicyError) -> String {
+    if e.param.is_empty() {
+        format!("{kind}.name")
+    } else {
+        format!("{kind}.{}", e.param)
+    }
+}
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let off = offset.min(text.len());
@@ -237,30 +236,15 @@ impl Scenario {
                 e.span().map(|s| line_col(text, s.start)).map(|(l, c)| (Some(l), Some(c))).unwrap_or((None, None));
             ScenarioError { file: file.into(), line, col, path: String::new(), msg: e.message().trim().to_string() }
         })?;
-        let at = |path: &str, msg: String| {
-            let (line, col) =
-                locate(text, path).map(|o| line_col(text, o)).map(|(l, c)| (Some(l), Some(c))).unwrap_or((None, None));
-            ScenarioError { file: file.into(), line, col, path: path.into(), msg }
-        };
+        let at = |path: &str, msg: String| error_at(text, file, path, msg);
         let me = |e: ModelError| at(&e.path, e.msg);
         let topo = build_topology(&spec).map_err(me)?;
         let (domains, tasks) = build_domains(&spec, &topo, lib).map_err(me)?;
         let dispatcher = spec.dispatcher.clone().unwrap_or(PolicySpec { name: "credit".into(), params: Params::new() });
         let placer = spec.placer.clone().unwrap_or(PolicySpec { name: "none".into(), params: Params::new() });
-        dispatcher_by_name(&dispatcher.name, &dispatcher.params, &topo).map_err(|e| {
-            if e.param.is_empty() {
-                at("dispatcher.name", e.msg)
-            } else {
-                at(&format!("dispatcher.{}", e.param), e.msg)
-            }
-        })?;
-        placer_by_name(&placer.name, &placer.params, &topo).map_err(|e| {
-            if e.param.is_empty() {
-                at("placer.name", e.msg)
-            } else {
-                at(&format!("placer.{}", e.param), e.msg)
-            }
-        })?;
+        dispatcher_by_name(&dispatcher.name, &dispatcher.params, &topo)
+            .map_err(|e| at(&policy_path("dispatcher", &e), e.msg))?;
+        placer_by_name(&placer.name, &placer.params, &topo).map_err(|e| at(&policy_path("placer", &e), e.msg))?;
         let pos = |v: f64, path: &str| -> Result<f64, ScenarioError> {
             if v.is_finite() && v > 0.0 {
                 Ok(v)
@@ -318,11 +302,7 @@ impl Scenario {
 
     /// Locate a field path in this scenario's file (for errors found later).
     pub fn error_at(&self, path: &str, msg: String) -> ScenarioError {
-        let (line, col) = locate(&self.text, path)
-            .map(|o| line_col(&self.text, o))
-            .map(|(l, c)| (Some(l), Some(c)))
-            .unwrap_or((None, None));
-        ScenarioError { file: self.file.clone(), line, col, path: path.into(), msg }
+        error_at(&self.text, &self.file, path, msg)
     }
 
     /// The seeds of this scenario's runs.
@@ -340,11 +320,12 @@ impl Scenario {
     ) -> Result<SimConfig, ScenarioError> {
         let dspec = dispatcher.unwrap_or(&self.dispatcher);
         let pspec = placer.unwrap_or(&self.placer);
+        // Overrides come from the caller, not the file: no line to point at.
         let policy_err = |kind: &str, e: ampsched_policy::PolicyError| ScenarioError {
             file: self.file.clone(),
             line: None,
             col: None,
-            path: if e.param.is_empty() { format!("{kind}.name") } else { format!("{kind}.{}", e.param) },
+            path: policy_path(kind, &e),
             msg: e.msg,
         };
         let disp =
@@ -358,18 +339,7 @@ impl Scenario {
             name: self.name.clone(),
             topo: self.topo.clone(),
             domains: self.domains.clone(),
-            tasks: self
-                .tasks
-                .iter()
-                .map(|t| TaskInit {
-                    domain: t.domain,
-                    vcpu: t.vcpu,
-                    program: t.program.clone(),
-                    affinity: t.affinity,
-                    group: t.group,
-                    rank: t.rank,
-                })
-                .collect(),
+            tasks: self.tasks.clone(),
             dispatcher: disp,
             placer,
             seed,
@@ -546,7 +516,7 @@ fn build_domains(
     spec: &ScenarioSpec,
     topo: &Topology,
     lib: &Library,
-) -> Result<(Vec<DomainView>, Vec<TaskTemplate>), ModelError> {
+) -> Result<(Vec<DomainView>, Vec<TaskInit>), ModelError> {
     if spec.domains.is_empty() {
         return Err(ModelError::new("domain", "a scenario needs at least one [[domain]]"));
     }
@@ -667,7 +637,7 @@ fn build_domains(
             };
             let id = tasks.len() as u32;
             views[di].tasks.push(ampsched_model::TaskId(id));
-            tasks.push(TaskTemplate {
+            tasks.push(TaskInit {
                 domain: DomainId(di as u32),
                 vcpu: v,
                 program: Arc::new(prog.unwrap_or_else(Program::idle)),

@@ -287,7 +287,8 @@ fn the_shipped_examples_load_and_finish() {
         if path.extension().is_some_and(|e| e == "toml") {
             let sc = Scenario::load(&path, &Library::builtin()).unwrap_or_else(|e| panic!("{e}"));
             let r = run_one(&Job { scenario: &sc, seed: sc.seed, dispatcher: None, placer: None }).unwrap();
-            assert!(r.all_done || !r.truncated, "{}", path.display());
+            // No shipped example may hit its max_s bound with programs unfinished.
+            assert!(!r.truncated, "{} stopped before its programs finished", path.display());
             n += 1;
         }
     }
