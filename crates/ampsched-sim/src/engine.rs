@@ -154,7 +154,10 @@ struct Cpu {
     speed: f64,
     fast: bool,
     curr: Option<TaskId>,
-    slice_gen: u32,
+    /// When the current slice ends (`Nanos::MAX`: no slice).
+    slice_at: Nanos,
+    /// Time of the earliest pending `SliceEnd` event of this CPU (`Nanos::MAX`: none).
+    slice_ev_at: Nanos,
     tick_armed: bool,
     resched_pending: bool,
     noise: f64,
@@ -172,7 +175,7 @@ struct Cpu {
 enum Ev {
     Tick(CpuId),
     Account,
-    SliceEnd(CpuId, u32),
+    SliceEnd(CpuId),
     OpDone(TaskId, u32),
     Wake(TaskId, u32),
     Noise(CpuId),
@@ -331,7 +334,8 @@ impl Sim {
                 speed: c.speed,
                 fast: c.class == topo.fast_class && !topo.is_symmetric(),
                 curr: None,
-                slice_gen: 0,
+                slice_at: Nanos::MAX,
+                slice_ev_at: Nanos::MAX,
                 tick_armed: false,
                 resched_pending: false,
                 noise: match c.noise {
@@ -491,9 +495,19 @@ impl Sim {
                 let p = self.disp.account_period();
                 self.push(self.now + p, Ev::Account);
             }
-            Ev::SliceEnd(c, g) => {
-                if self.cpus[c.idx()].slice_gen == g && self.cpus[c.idx()].curr.is_some() {
+            Ev::SliceEnd(c) => {
+                // A lazy timer: events are pushed only when the deadline moves earlier,
+                // so an event may find the deadline later (re-arm) or gone (ignore).
+                let cpu = &mut self.cpus[c.idx()];
+                if cpu.slice_ev_at == self.now {
+                    cpu.slice_ev_at = Nanos::MAX;
+                }
+                if cpu.curr.is_some() && cpu.slice_at <= self.now {
                     self.schedule(c);
+                } else if cpu.slice_at != Nanos::MAX && cpu.slice_at < cpu.slice_ev_at {
+                    cpu.slice_ev_at = cpu.slice_at;
+                    let at = cpu.slice_at;
+                    self.push(at, Ev::SliceEnd(c));
                 }
             }
             Ev::OpDone(t, g) => {
@@ -744,7 +758,7 @@ impl Sim {
             let mut fx = std::mem::take(&mut self.fx);
             let pick = self.disp.pick_next(&view!(self), c, prev, prev_runnable, &mut fx);
             self.fx = fx;
-            self.cpus[c.idx()].slice_gen = self.cpus[c.idx()].slice_gen.wrapping_add(1);
+            self.cpus[c.idx()].slice_at = Nanos::MAX;
             if pick.task != prev {
                 if let Some(p) = prev {
                     if prev_runnable {
@@ -764,9 +778,8 @@ impl Sim {
                 );
                 self.start_on(n, c);
             }
-            let g = self.cpus[c.idx()].slice_gen;
             if pick.slice != Nanos::MAX {
-                self.push(self.now + pick.slice, Ev::SliceEnd(c, g));
+                self.set_slice(c, self.now + pick.slice);
             }
             if pick.task == prev {
                 self.replan(n);
@@ -779,6 +792,16 @@ impl Sim {
                     prev = Some(n);
                 }
             }
+        }
+    }
+
+    /// Arm `c`'s slice timer for `at`, pushing an event only if none fires by then.
+    fn set_slice(&mut self, c: CpuId, at: Nanos) {
+        let cpu = &mut self.cpus[c.idx()];
+        cpu.slice_at = at;
+        if at < cpu.slice_ev_at {
+            cpu.slice_ev_at = at;
+            self.push(at, Ev::SliceEnd(c));
         }
     }
 
