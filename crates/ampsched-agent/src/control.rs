@@ -1,0 +1,1092 @@
+//! The control loop: every period sample the machine and the managed threads,
+//! build the placer's [`Snapshot`], run the placer (the same code the
+//! simulator runs), apply only the affinity changes, export metrics and log
+//! decisions.
+//!
+//! Mapping (ARCHITECTURE.md): a target process or VM is a domain
+//! ([`DomainId`], dense, never reused); each managed thread is a task
+//! ([`TaskId`], dense in discovery order, stable for the run, never reused).
+//! A process's threads are numbered 0, 1, … in discovery order (`vcpu`), a
+//! VM's vCPU threads by their QEMU `cpu-index`; only a VM's vCPU threads are
+//! managed, never its I/O or main threads.
+//!
+//! Per period (default 30 ms):
+//! 1. rescan (every `rescan_ms`): descendants of launched commands, VMs
+//!    through QMP or thread names, new QEMU processes; threads of every
+//!    managed process are listed every period;
+//! 2. sample: per CPU busy/idle/noise ([`crate::sampler`]); per thread the
+//!    `schedstat` run time delta and `stat` state and CPU. A thread is
+//!    *active* when it ran or was runnable (state R) in the period; its run
+//!    time is charged to the class of the CPU it is on at sampling time (exact
+//!    when its mask holds one class, as placers' masks do);
+//! 3. place and apply: each change is converted to Linux CPUs, intersected
+//!    with the thread's original affinity (the agent never widens a
+//!    thread's allowed CPUs), recorded in the state file before the first
+//!    change, then applied. ESRCH and EPERM are logged and skipped.
+//!
+//! Safety: originals are recorded when a thread is first seen. A thread born
+//! from a thread the agent had pinned inherits the agent's mask; its original
+//! is then the domain's base mask (the root process's mask before any
+//! change). On exit (normal, SIGINT, SIGTERM, SIGHUP, target exit, or a
+//! panic unwinding through the loop) every changed thread gets its original
+//! back and the state file is removed.
+
+use crate::actuate::{ActError, Actuator, DryRun, LinuxActuator};
+use crate::config::{Target, TargetKind};
+use crate::discovery::Discovered;
+use crate::metrics::{label, MetricsServer};
+use crate::procfs::{children, cmdline, list_pids, list_tids, parse_schedstat, parse_stat, parse_vcpu_thread_name, ProcFile};
+use crate::qmp::query_vcpus;
+use crate::sampler::{CpuFigures, CpuSampler};
+use crate::signals;
+use crate::state::{self, StateEntry, StateFile, STATE_SCHEMA};
+use crate::AgentError;
+use ampsched_model::spec::{ParamValue, PolicySpec};
+use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, TaskId};
+use ampsched_policy::{placer_by_name, AffinityChange, CpuSample, DomainSample, Placer, Snapshot, TaskSample, PLACERS};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::time::Duration;
+
+/// Default control period, ms (one credit accounting period, as AASH).
+pub const DEFAULT_PERIOD_MS: f64 = 30.0;
+/// Default interval between rescans for new processes and VMs, ms.
+pub const DEFAULT_RESCAN_MS: f64 = 250.0;
+/// How long launched commands get to exit after the agent forwards a signal.
+pub const CHILD_GRACE: Duration = Duration::from_secs(5);
+
+/// Everything the agent needs to start.
+pub struct AgentOptions {
+    /// The machine.
+    pub discovered: Discovered,
+    /// Placer name and parameters.
+    pub placer: PolicySpec,
+    /// Control period, ms; written into the placer's period parameter unless the parameters set it.
+    pub period_ms: f64,
+    /// Rescan interval, ms.
+    pub rescan_ms: f64,
+    /// Print decisions, change nothing.
+    pub dry_run: bool,
+    /// State file.
+    pub state_path: PathBuf,
+    /// Metrics address (loopback).
+    pub metrics: Option<String>,
+    /// Decision log path ("-" = stdout). Dry runs log to stdout when unset.
+    pub log: Option<PathBuf>,
+    /// Targets.
+    pub targets: Vec<Target>,
+    /// `/proc` (tests may point elsewhere for parsing only).
+    pub proc_root: PathBuf,
+    /// Stop when the first launched command exits (the `run` command).
+    pub stop_with_first_command: bool,
+}
+
+/// Loop figures gathered for `--stats` and benchmarks.
+#[derive(Clone, Debug, Default)]
+pub struct LoopStats {
+    /// Periods run.
+    pub periods: u64,
+    /// CPU time of each period's work (not the sleep), ns.
+    pub loop_cpu_ns: Vec<u64>,
+    /// Wall time of each period's work, ns.
+    pub loop_wall_ns: Vec<u64>,
+    /// Largest number of threads managed at once.
+    pub managed_max: usize,
+    /// Affinity changes applied (or printed, in a dry run).
+    pub changes: u64,
+    /// Failed changes (vanished or denied).
+    pub errors: u64,
+    /// Wall time of the whole loop.
+    pub elapsed: Duration,
+    /// CPU time of the whole agent process over the loop.
+    pub process_cpu: Duration,
+}
+
+fn median(v: &[u64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    s[s.len() / 2] as f64
+}
+
+impl LoopStats {
+    /// One JSON object with the summary figures (µs, %).
+    pub fn to_json(&self) -> Value {
+        let mean = |v: &[u64]| if v.is_empty() { 0.0 } else { v.iter().sum::<u64>() as f64 / v.len() as f64 };
+        let p99 = |v: &[u64]| {
+            if v.is_empty() {
+                return 0.0;
+            }
+            let mut s = v.to_vec();
+            s.sort_unstable();
+            s[(s.len() * 99 / 100).min(s.len() - 1)] as f64
+        };
+        json!({
+            "periods": self.periods,
+            "managed_threads_max": self.managed_max,
+            "changes": self.changes,
+            "errors": self.errors,
+            "loop_cpu_us_median": median(&self.loop_cpu_ns) / 1e3,
+            "loop_cpu_us_mean": mean(&self.loop_cpu_ns) / 1e3,
+            "loop_wall_us_median": median(&self.loop_wall_ns) / 1e3,
+            "loop_wall_us_p99": p99(&self.loop_wall_ns) / 1e3,
+            "elapsed_s": self.elapsed.as_secs_f64(),
+            "agent_cpu_pct_of_one_cpu": if self.elapsed.is_zero() { 0.0 } else {
+                100.0 * self.process_cpu.as_secs_f64() / self.elapsed.as_secs_f64()
+            },
+        })
+    }
+}
+
+/// How the agent ended.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Exit status of the first launched command, if it ended.
+    pub first_command: Option<ExitStatus>,
+    /// The signal that stopped the agent, if any.
+    pub signal: Option<i32>,
+    /// Threads whose restore failed.
+    pub restore_failures: usize,
+    /// Loop figures.
+    pub stats: LoopStats,
+}
+
+enum DomKind {
+    Proc { procs: BTreeSet<i32> },
+    Vm { pid: i32, qmp: Option<PathBuf>, vcpus: BTreeMap<i32, u32> },
+}
+
+struct Domain {
+    id: DomainId,
+    target: usize,
+    name: String,
+    root: i32,
+    kind: DomKind,
+    child: Option<Child>,
+    exit: Option<ExitStatus>,
+    base_mask: CpuSet,
+    applied: Vec<CpuSet>,
+    next_vcpu: u32,
+    alive: bool,
+    fast_ns: u64,
+    fisb_ns: u64,
+    changes: u64,
+    active: usize,
+    threads: usize,
+}
+
+struct Thread {
+    dom: usize,
+    tid: i32,
+    pid: i32,
+    vcpu: u32,
+    stat: ProcFile,
+    sched: ProcFile,
+    last_run: u64,
+    starttime: u64,
+    original: CpuSet,
+    cur: CpuSet,
+    touched: bool,
+    in_state: bool,
+}
+
+/// The running agent.
+pub struct Agent {
+    d: Discovered,
+    targets: Vec<Target>,
+    placer: Box<dyn Placer>,
+    act: Box<dyn Actuator>,
+    dry: bool,
+    proc_root: PathBuf,
+    state_path: PathBuf,
+    state_entries: Vec<StateEntry>,
+    state_written: bool,
+    metrics: Option<MetricsServer>,
+    log: Option<Box<dyn Write>>,
+    cpu: CpuSampler,
+    domains: Vec<Domain>,
+    threads: BTreeMap<TaskId, Thread>,
+    by_tid: HashMap<i32, TaskId>,
+    next_task: u32,
+    known_vms: HashSet<i32>,
+    period: Nanos,
+    rescan: Duration,
+    start: Duration,
+    last_rescan: Option<Duration>,
+    stop_with_first: bool,
+    stats: LoopStats,
+    errors_by_kind: BTreeMap<&'static str, u64>,
+    fisb_machine_ns: u64,
+    last_cpu: Vec<CpuFigures>,
+    restored: bool,
+    warned: HashSet<String>,
+}
+
+/// The name of a placer's period parameter (`period_ms` or `interval_ms`).
+pub fn period_param(placer: &str) -> Option<&'static str> {
+    let info = PLACERS.iter().find(|p| p.name == placer)?;
+    info.params.iter().map(|p| p.name).find(|n| *n == "period_ms" || *n == "interval_ms")
+}
+
+fn ms_to_dur(ms: f64) -> Duration {
+    Duration::from_nanos((ms * 1e6).round().max(1.0) as u64)
+}
+
+impl Agent {
+    /// Validate everything and prepare; nothing on the machine changes and no command starts
+    /// until [`Agent::run`].
+    pub fn new(opts: AgentOptions) -> Result<Agent, AgentError> {
+        let AgentOptions {
+            discovered,
+            placer,
+            period_ms,
+            rescan_ms,
+            dry_run,
+            state_path,
+            metrics,
+            log,
+            targets,
+            proc_root,
+            stop_with_first_command,
+        } = opts;
+        if !(1.0..=60_000.0).contains(&period_ms) {
+            return Err(AgentError::new(format!("period: must be in [1, 60000] ms, got {period_ms}")));
+        }
+        let mut params = placer.params.clone();
+        if let Some(p) = period_param(&placer.name) {
+            params.entry(p.to_string()).or_insert(ParamValue::Float(period_ms));
+        }
+        let pl = placer_by_name(&placer.name, &params, &discovered.topo)
+            .map_err(|e| AgentError::new(format!("placer: {e}")))?;
+        if targets.is_empty() {
+            return Err(AgentError::new("no target to manage".to_string()));
+        }
+        // Check existing processes and VMs now: a bad target must fail before any change.
+        for t in &targets {
+            match &t.kind {
+                TargetKind::Pid(p) | TargetKind::QemuPid(p) => {
+                    if !proc_root.join(p.to_string()).join("stat").exists() {
+                        return Err(AgentError::new(format!("target \"{}\": process {p} does not exist", t.name)));
+                    }
+                    if matches!(t.kind, TargetKind::QemuPid(_)) && vcpus_by_name(&proc_root, *p).is_empty() {
+                        return Err(AgentError::new(format!(
+                            "target \"{}\": process {p} has no threads named `CPU n/KVM` or `CPU n/TCG`: start QEMU \
+                             with `-name NAME,debug-threads=on`, or give its QMP socket (qmp = PATH)",
+                            t.name
+                        )));
+                    }
+                }
+                TargetKind::Qmp(path) => {
+                    query_vcpus(path).map_err(|e| AgentError::new(format!("target \"{}\": {e}", t.name)))?;
+                }
+                TargetKind::Command(_) | TargetKind::QemuAll => {}
+            }
+        }
+        if !dry_run {
+            state::check_free(&state_path)?;
+        }
+        let metrics = match metrics {
+            Some(a) => Some(MetricsServer::start(&a)?),
+            None => None,
+        };
+        let log: Option<Box<dyn Write>> = match (&log, dry_run) {
+            (Some(p), _) if p.as_os_str() == "-" => Some(Box::new(std::io::stdout())),
+            (Some(p), _) => {
+                if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir)
+                        .map_err(|e| AgentError::new(format!("{}: cannot create the log directory: {e}", dir.display())))?;
+                }
+                let f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| AgentError::new(format!("{}: cannot open the decision log: {e}", p.display())))?;
+                Some(Box::new(std::io::BufWriter::new(f)))
+            }
+            (None, true) => Some(Box::new(std::io::stdout())),
+            (None, false) => None,
+        };
+        let cpu = CpuSampler::new(&proc_root, &discovered.linux_ids)?;
+        let act: Box<dyn Actuator> = if dry_run { Box::new(DryRun::default()) } else { Box::new(LinuxActuator) };
+        let period = pl.period();
+        Ok(Agent {
+            d: discovered,
+            targets,
+            placer: pl,
+            act,
+            dry: dry_run,
+            proc_root,
+            state_path,
+            state_entries: Vec::new(),
+            state_written: false,
+            metrics,
+            log,
+            cpu,
+            domains: Vec::new(),
+            threads: BTreeMap::new(),
+            by_tid: HashMap::new(),
+            next_task: 0,
+            known_vms: HashSet::new(),
+            period,
+            rescan: ms_to_dur(rescan_ms),
+            start: signals::monotonic(),
+            last_rescan: None,
+            stop_with_first: stop_with_first_command,
+            stats: LoopStats::default(),
+            errors_by_kind: BTreeMap::new(),
+            fisb_machine_ns: 0,
+            last_cpu: Vec::new(),
+            restored: false,
+            warned: HashSet::new(),
+        })
+    }
+
+    /// The metrics endpoint's address, when enabled.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().map(|m| m.local_addr())
+    }
+
+    fn t_ms(&self) -> f64 {
+        (signals::monotonic().saturating_sub(self.start)).as_secs_f64() * 1e3
+    }
+
+    fn log(&mut self, mut v: Value) {
+        let t = (self.t_ms() * 1000.0).round() / 1000.0;
+        if let Some(w) = self.log.as_mut() {
+            if let Value::Object(m) = &mut v {
+                m.insert("t_ms".into(), json!(t));
+            }
+            let _ = writeln!(w, "{v}");
+        }
+    }
+
+    fn warn_once(&mut self, key: String, msg: String) {
+        if self.warned.insert(key) {
+            eprintln!("ampsched: warning: {msg}");
+        }
+    }
+
+    fn new_domain(&mut self, target: usize, name: String, root: i32, kind: DomKind, child: Option<Child>) -> usize {
+        let base_mask = self.act.get(root).unwrap_or(CpuSet::new());
+        let id = DomainId(self.domains.len() as u32);
+        let kind_s = match &kind {
+            DomKind::Proc { .. } => "process",
+            DomKind::Vm { qmp: Some(_), .. } => "vm (qmp)",
+            DomKind::Vm { .. } => "vm (thread names)",
+        };
+        let ev = json!({"event": "domain", "domain": id.0, "name": name, "target": self.targets[target].name,
+                        "kind": kind_s, "pid": root, "base_mask": base_mask.to_list()});
+        self.domains.push(Domain {
+            id,
+            target,
+            name,
+            root,
+            kind,
+            child,
+            exit: None,
+            base_mask,
+            applied: Vec::new(),
+            next_vcpu: 0,
+            alive: true,
+            fast_ns: 0,
+            fisb_ns: 0,
+            changes: 0,
+            active: 0,
+            threads: 0,
+        });
+        self.log(ev);
+        self.domains.len() - 1
+    }
+
+    fn launch(&mut self) -> Result<(), AgentError> {
+        for ti in 0..self.targets.len() {
+            let t = self.targets[ti].clone();
+            match &t.kind {
+                TargetKind::Command(argv) => {
+                    let child = Command::new(&argv[0]).args(&argv[1..]).spawn();
+                    let child = match child {
+                        Ok(c) => c,
+                        Err(e) => {
+                            self.stop_children(libc::SIGTERM);
+                            return Err(AgentError::new(format!("target \"{}\": cannot launch `{}`: {e}", t.name, argv[0])));
+                        }
+                    };
+                    let pid = child.id() as i32;
+                    self.new_domain(ti, t.name.clone(), pid, DomKind::Proc { procs: BTreeSet::from([pid]) }, Some(child));
+                }
+                TargetKind::Pid(p) => {
+                    self.new_domain(ti, t.name.clone(), *p, DomKind::Proc { procs: BTreeSet::from([*p]) }, None);
+                }
+                TargetKind::QemuPid(p) => {
+                    let vcpus = vcpus_by_name(&self.proc_root, *p);
+                    self.new_domain(ti, t.name.clone(), *p, DomKind::Vm { pid: *p, qmp: None, vcpus }, None);
+                }
+                TargetKind::Qmp(_) | TargetKind::QemuAll => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn stop_children(&mut self, sig: i32) {
+        for d in &mut self.domains {
+            if let Some(c) = d.child.as_mut() {
+                if d.exit.is_none() {
+                    // SAFETY: signalling our own child by pid.
+                    unsafe { libc::kill(c.id() as i32, sig) };
+                }
+            }
+        }
+        let deadline = signals::monotonic() + CHILD_GRACE;
+        for d in &mut self.domains {
+            if let Some(c) = d.child.as_mut() {
+                while d.exit.is_none() {
+                    match c.try_wait() {
+                        Ok(Some(s)) => d.exit = Some(s),
+                        Ok(None) if signals::monotonic() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                        _ => break,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Look for descendants, VMs and new QEMU processes.
+    fn rescan(&mut self) {
+        for di in 0..self.domains.len() {
+            if !self.domains[di].alive {
+                continue;
+            }
+            let ti = self.domains[di].target;
+            let want_children = self.targets[ti].children;
+            let root = self.domains[di].root;
+            let proc_root = self.proc_root.clone();
+            match &mut self.domains[di].kind {
+                DomKind::Proc { procs } => {
+                    if want_children {
+                        let mut all = BTreeSet::new();
+                        let mut stack = vec![root];
+                        while let Some(p) = stack.pop() {
+                            if all.insert(p) {
+                                stack.extend(children(&proc_root, p));
+                            }
+                        }
+                        all.retain(|p| proc_root.join(p.to_string()).exists());
+                        if !all.is_empty() || !proc_root.join(root.to_string()).exists() {
+                            *procs = all;
+                        }
+                    }
+                }
+                DomKind::Vm { pid, qmp, vcpus } => {
+                    let pid = *pid;
+                    let fresh = match qmp {
+                        Some(path) => {
+                            let gone = vcpus.keys().any(|t| !proc_root.join(pid.to_string()).join("task").join(t.to_string()).exists());
+                            if gone || vcpus.is_empty() {
+                                query_vcpus(path)
+                                    .ok()
+                                    .map(|v| v.into_iter().map(|x| (x.thread_id, x.cpu_index)).collect())
+                            } else {
+                                None
+                            }
+                        }
+                        None => Some(vcpus_by_name(&proc_root, pid)),
+                    };
+                    if let Some(f) = fresh {
+                        *vcpus = f;
+                    }
+                }
+            }
+        }
+        // New VMs: QMP targets without a live domain, and QEMU processes for `qemu = "all"`.
+        for ti in 0..self.targets.len() {
+            let t = self.targets[ti].clone();
+            match &t.kind {
+                TargetKind::Qmp(path) => {
+                    if self.domains.iter().any(|d| d.target == ti && d.alive) {
+                        continue;
+                    }
+                    match query_vcpus(path) {
+                        Ok(v) if !v.is_empty() => {
+                            let pid = crate::procfs::tgid_of(&self.proc_root, v[0].thread_id).unwrap_or(v[0].thread_id);
+                            let vcpus = v.into_iter().map(|x| (x.thread_id, x.cpu_index)).collect();
+                            self.new_domain(ti, t.name.clone(), pid, DomKind::Vm { pid, qmp: Some(path.clone()), vcpus }, None);
+                        }
+                        Ok(_) => {}
+                        Err(e) => self.warn_once(format!("qmp:{ti}"), format!("target \"{}\": {e} (will retry)", t.name)),
+                    }
+                }
+                TargetKind::QemuAll => {
+                    for pid in list_pids(&self.proc_root) {
+                        if self.known_vms.contains(&pid) {
+                            continue;
+                        }
+                        let comm = std::fs::read_to_string(self.proc_root.join(pid.to_string()).join("comm")).unwrap_or_default();
+                        let comm = comm.trim();
+                        if !(comm.starts_with("qemu-system") || comm.starts_with("qemu-kvm") || comm == "kvm") {
+                            continue;
+                        }
+                        let vcpus = vcpus_by_name(&self.proc_root, pid);
+                        if vcpus.is_empty() {
+                            self.warn_once(
+                                format!("nonames:{pid}"),
+                                format!("QEMU process {pid} has no `CPU n/KVM|TCG` thread names (start it with -name …,debug-threads=on): not managed"),
+                            );
+                            continue;
+                        }
+                        self.known_vms.insert(pid);
+                        let name = format!("{}/{}", t.name, guest_name(&self.proc_root, pid));
+                        self.new_domain(ti, name, pid, DomKind::Vm { pid, qmp: None, vcpus }, None);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn add_thread(&mut self, di: usize, pid: i32, tid: i32, vcpu: Option<u32>) {
+        let dir = self.proc_root.join(pid.to_string()).join("task").join(tid.to_string());
+        let (Ok(mut stat), Ok(mut sched)) = (ProcFile::open(&dir.join("stat")), ProcFile::open(&dir.join("schedstat")))
+        else {
+            return;
+        };
+        let Some(st) = stat.read().ok().and_then(parse_stat) else { return };
+        let last_run = sched.read().ok().and_then(parse_schedstat).map(|s| s.0).unwrap_or(0);
+        let Ok(cur_lin) = self.act.get(tid) else { return };
+        let dom = &mut self.domains[di];
+        let original = if dom.applied.contains(&cur_lin) && cur_lin != dom.base_mask && !dom.base_mask.is_empty() {
+            dom.base_mask
+        } else {
+            cur_lin
+        };
+        let vcpu = vcpu.unwrap_or_else(|| {
+            dom.next_vcpu += 1;
+            dom.next_vcpu - 1
+        });
+        let task = TaskId(self.next_task);
+        self.next_task += 1;
+        let cur = self.d.from_linux(&cur_lin);
+        let ev = json!({"event": "thread", "domain": self.domains[di].id.0, "target": self.domains[di].name,
+                        "tid": tid, "pid": pid, "task": task.0, "vcpu": vcpu, "comm": st.comm,
+                        "original": original.to_list(), "inherited": original != cur_lin});
+        self.threads.insert(
+            task,
+            Thread {
+                dom: di,
+                tid,
+                pid,
+                vcpu,
+                stat,
+                sched,
+                last_run,
+                starttime: st.starttime,
+                original,
+                cur,
+                touched: original != cur_lin,
+                in_state: false,
+            },
+        );
+        self.by_tid.insert(tid, task);
+        self.log(ev);
+    }
+
+    fn remove_thread(&mut self, task: TaskId, why: &str) {
+        if let Some(t) = self.threads.remove(&task) {
+            self.by_tid.remove(&t.tid);
+            let ev = json!({"event": "thread-gone", "tid": t.tid, "task": task.0, "reason": why});
+            self.log(ev);
+        }
+    }
+
+    /// List every domain's threads; add new ones, drop vanished ones; notice ended domains.
+    fn refresh_threads(&mut self) {
+        for di in 0..self.domains.len() {
+            if !self.domains[di].alive {
+                continue;
+            }
+            let dom = &mut self.domains[di];
+            if let (Some(c), None) = (dom.child.as_mut(), dom.exit) {
+                if let Ok(Some(s)) = c.try_wait() {
+                    dom.exit = Some(s);
+                }
+            }
+            let mut want: Vec<(i32, i32, Option<u32>)> = Vec::new();
+            match &self.domains[di].kind {
+                DomKind::Proc { procs } => {
+                    for &p in procs {
+                        want.extend(list_tids(&self.proc_root, p).into_iter().map(|t| (p, t, None)));
+                    }
+                }
+                DomKind::Vm { pid, vcpus, .. } => {
+                    if self.proc_root.join(pid.to_string()).exists() {
+                        want.extend(vcpus.iter().map(|(t, i)| (*pid, *t, Some(*i))));
+                    }
+                }
+            }
+            // A launched command that was reaped has no threads even if /proc still lists a zombie.
+            let root_gone = self.domains[di].exit.is_some() || !self.proc_root.join(self.domains[di].root.to_string()).exists();
+            if want.is_empty() && root_gone {
+                self.domains[di].alive = false;
+                let ev = json!({"event": "domain-gone", "domain": self.domains[di].id.0, "name": self.domains[di].name});
+                self.log(ev);
+                if let DomKind::Vm { pid, .. } = self.domains[di].kind {
+                    self.known_vms.remove(&pid);
+                }
+                continue;
+            }
+            for (p, t, v) in want {
+                if !self.by_tid.contains_key(&t) {
+                    self.add_thread(di, p, t, v);
+                }
+            }
+        }
+    }
+
+    fn write_state(&mut self) -> Result<(), AgentError> {
+        let live: HashSet<i32> = self.threads.values().map(|t| t.tid).collect();
+        self.state_entries.retain(|e| live.contains(&e.tid));
+        for t in self.threads.values_mut() {
+            if t.touched && !t.in_state {
+                t.in_state = true;
+                self.state_entries.push(StateEntry {
+                    tid: t.tid,
+                    pid: t.pid,
+                    target: self.domains[t.dom].name.clone(),
+                    starttime: t.starttime,
+                    original: t.original,
+                });
+            }
+        }
+        let s = StateFile { schema: STATE_SCHEMA.into(), agent_pid: std::process::id() as i32, entries: self.state_entries.clone() };
+        state::write_atomic(&self.state_path, &s)?;
+        self.state_written = true;
+        Ok(())
+    }
+
+    /// One period: sample, place, apply, export.
+    fn step(&mut self) -> Result<(), AgentError> {
+        let now_mono = signals::monotonic();
+        if self.last_rescan.is_none_or(|t| now_mono.saturating_sub(t) >= self.rescan) {
+            self.rescan();
+            self.last_rescan = Some(now_mono);
+        }
+        self.refresh_threads();
+        let managed: HashSet<i32> = self.by_tid.keys().copied().collect();
+        let cpus = self.cpu.sample(&managed);
+        let topo = &self.d.topo;
+        let ncls = topo.classes.len();
+        let fast_idle: u64 =
+            cpus.iter().enumerate().filter(|(i, _)| topo.is_fast(CpuId(*i as u32))).map(|(_, c)| c.idle.0).sum();
+        let slow_busy: u64 =
+            cpus.iter().enumerate().filter(|(i, _)| !topo.is_fast(CpuId(*i as u32))).map(|(_, c)| c.busy.0).sum();
+        self.fisb_machine_ns += fast_idle.min(slow_busy);
+        let mut nr_running = vec![0u32; topo.ncpus()];
+        let mut tasks = Vec::with_capacity(self.threads.len());
+        let mut gone = Vec::new();
+        let mut slow_run = vec![0u64; self.domains.len()];
+        for d in &mut self.domains {
+            d.active = 0;
+            d.threads = 0;
+        }
+        for (id, t) in self.threads.iter_mut() {
+            let run = t.sched.read().ok().and_then(parse_schedstat).map(|s| s.0);
+            let st = t.stat.read().ok().and_then(parse_stat);
+            let (Some(run), Some(st)) = (run, st) else {
+                gone.push(*id);
+                continue;
+            };
+            if st.state == 'Z' || st.state == 'X' {
+                gone.push(*id);
+                continue;
+            }
+            let delta = run.saturating_sub(t.last_run);
+            t.last_run = run;
+            let cpu = self.d.topo_id(st.processor);
+            let runnable = st.state == 'R';
+            let mut by_class = vec![Nanos::ZERO; ncls];
+            if let Some(c) = cpu {
+                let cls = topo.cpus[c.idx()].class;
+                by_class[cls] = Nanos(delta);
+                if cls == topo.fast_class {
+                    self.domains[t.dom].fast_ns += delta;
+                } else {
+                    slow_run[t.dom] += delta;
+                }
+                if runnable {
+                    nr_running[c.idx()] += 1;
+                }
+            }
+            let active = delta > 0 || runnable;
+            let dom = &mut self.domains[t.dom];
+            dom.threads += 1;
+            if active {
+                dom.active += 1;
+            }
+            tasks.push(TaskSample {
+                id: *id,
+                domain: dom.id,
+                vcpu: t.vcpu,
+                active,
+                runnable_now: runnable,
+                running: runnable,
+                done: false,
+                run_by_class: by_class,
+                cpu,
+                affinity: t.cur,
+                ws_kb: 0,
+            });
+        }
+        for id in gone {
+            self.remove_thread(id, "exited");
+        }
+        for (di, d) in self.domains.iter_mut().enumerate() {
+            d.fisb_ns += fast_idle.min(slow_run[di]);
+        }
+        self.stats.managed_max = self.stats.managed_max.max(tasks.len());
+        let now = Nanos(signals::monotonic().saturating_sub(self.start).as_nanos() as u64);
+        let snap = Snapshot {
+            now,
+            period: self.period,
+            cpus: cpus
+                .iter()
+                .enumerate()
+                .map(|(i, c)| CpuSample {
+                    id: CpuId(i as u32),
+                    busy: c.busy,
+                    idle: c.idle,
+                    noise: c.noise,
+                    nr_running: nr_running[i],
+                })
+                .collect(),
+            tasks,
+            domains: self
+                .domains
+                .iter()
+                .filter(|d| d.alive)
+                .map(|d| {
+                    let t = &self.targets[d.target];
+                    DomainSample { id: d.id, weight: t.weight, priority: t.priority, fast_vcpus: t.fast_vcpus.clone() }
+                })
+                .collect(),
+        };
+        self.last_cpu = cpus;
+        let mut changes: Vec<AffinityChange> = Vec::new();
+        self.placer.place(&self.d.topo, &snap, &mut changes);
+        self.apply(&changes)?;
+        self.stats.periods += 1;
+        Ok(())
+    }
+
+    fn apply(&mut self, changes: &[AffinityChange]) -> Result<(), AgentError> {
+        // Resolve each change to a Linux mask within the thread's original affinity.
+        let mut todo: Vec<(TaskId, CpuSet, CpuSet)> = Vec::new();
+        for ch in changes {
+            let Some(t) = self.threads.get(&ch.task) else { continue };
+            if ch.mask.is_empty() || ch.mask == t.cur {
+                continue;
+            }
+            let lin = self.d.to_linux(&ch.mask).and(&t.original);
+            if lin.is_empty() {
+                let (tid, orig) = (t.tid, t.original);
+                self.warn_once(
+                    format!("outside:{tid}"),
+                    format!("thread {tid}: placer mask {} is outside its own affinity {}: skipped", self.d.to_linux(&ch.mask).to_list(), orig.to_list()),
+                );
+                if let Some(t) = self.threads.get_mut(&ch.task) {
+                    t.cur = ch.mask;
+                }
+                continue;
+            }
+            todo.push((ch.task, ch.mask, lin));
+        }
+        if !self.dry {
+            let mut need = false;
+            for (task, _, _) in &todo {
+                if let Some(t) = self.threads.get_mut(task) {
+                    t.touched = true;
+                    need |= !t.in_state;
+                }
+            }
+            need |= self.threads.values().any(|t| t.touched && !t.in_state);
+            if need {
+                self.write_state()?;
+            }
+        }
+        let mut vanished = Vec::new();
+        for (task, mask, lin) in todo {
+            let Some(t) = self.threads.get(&task) else { continue };
+            let (tid, di) = (t.tid, t.dom);
+            let r = self.act.set(tid, &lin);
+            let result = match r {
+                Ok(()) => {
+                    self.stats.changes += 1;
+                    let dom = &mut self.domains[di];
+                    dom.changes += 1;
+                    if !dom.applied.contains(&lin) {
+                        dom.applied.push(lin);
+                    }
+                    if let Some(t) = self.threads.get_mut(&task) {
+                        t.cur = mask;
+                    }
+                    if self.dry {
+                        "dry-run"
+                    } else {
+                        "ok"
+                    }
+                }
+                Err(e) => {
+                    self.stats.errors += 1;
+                    *self.errors_by_kind.entry(e.label()).or_insert(0) += 1;
+                    if e == ActError::Vanished {
+                        vanished.push(task);
+                    } else if let Some(t) = self.threads.get_mut(&task) {
+                        // Denied: skip, and do not ask again every period.
+                        t.cur = mask;
+                    }
+                    e.label()
+                }
+            };
+            let ev = json!({"event": "change", "target": self.domains[di].name, "tid": tid, "task": task.0,
+                            "mask": mask.to_list(), "linux_mask": lin.to_list(), "result": result});
+            self.log(ev);
+        }
+        for t in vanished {
+            self.remove_thread(t, "vanished (ESRCH)");
+        }
+        Ok(())
+    }
+
+    fn render_metrics(&self) -> String {
+        let mut s = String::new();
+        let mut metric = |name: &str, kind: &str, help: &str, rows: Vec<(String, f64)>| {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (labels, v) in rows {
+                let _ = writeln!(s, "{name}{labels} {v}");
+            }
+        };
+        let doms: Vec<&Domain> = self.domains.iter().collect();
+        let per = |f: &dyn Fn(&Domain) -> f64| -> Vec<(String, f64)> {
+            doms.iter().map(|d| (format!("{{target=\"{}\"}}", label(&d.name)), f(d))).collect()
+        };
+        metric("ampsched_fast_core_seconds_total", "counter", "Run time of the target's managed threads on fast-class CPUs.", per(&|d| d.fast_ns as f64 / 1e9));
+        metric("ampsched_active_threads", "gauge", "Managed threads that ran or were runnable in the last period.", per(&|d| d.active as f64));
+        metric("ampsched_managed_threads", "gauge", "Threads under management.", per(&|d| d.threads as f64));
+        metric("ampsched_migrations_total", "counter", "Affinity changes the agent made to the target's threads.", per(&|d| d.changes as f64));
+        metric(
+            "ampsched_fast_idle_slow_busy_seconds_total",
+            "counter",
+            "Estimated time a fast CPU was idle while the target ran on a slower CPU (per period: min(fast idle, target slow run)).",
+            per(&|d| d.fisb_ns as f64 / 1e9),
+        );
+        metric(
+            "ampsched_machine_fast_idle_slow_busy_seconds_total",
+            "counter",
+            "Estimated time a fast CPU was idle while a slower CPU was busy (per period: min(fast idle, slow busy)).",
+            vec![(String::new(), self.fisb_machine_ns as f64 / 1e9)],
+        );
+        let last = self.stats.loop_wall_ns.last().copied().unwrap_or(0) as f64 / 1e9;
+        let sum = self.stats.loop_wall_ns.iter().sum::<u64>() as f64 / 1e9;
+        metric("ampsched_loop_duration_seconds", "gauge", "Wall time of the last control-loop iteration.", vec![(String::new(), last)]);
+        metric("ampsched_loop_duration_seconds_sum", "counter", "Wall time of all control-loop iterations.", vec![(String::new(), sum)]);
+        metric("ampsched_loop_cpu_seconds_total", "counter", "CPU time of the control loop.", vec![(String::new(), self.stats.loop_cpu_ns.iter().sum::<u64>() as f64 / 1e9)]);
+        metric("ampsched_periods_total", "counter", "Control periods run.", vec![(String::new(), self.stats.periods as f64)]);
+        metric(
+            "ampsched_affinity_errors_total",
+            "counter",
+            "Affinity changes that failed, by reason.",
+            self.errors_by_kind.iter().map(|(k, v)| (format!("{{reason=\"{k}\"}}"), *v as f64)).collect(),
+        );
+        metric(
+            "ampsched_cpu_effective_capacity",
+            "gauge",
+            "Capacity (fastest = 1024) left after irq, softirq, steal and real-time work in the last period.",
+            self.d
+                .cpus
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let share = self.last_cpu.get(i).map(|f| f.capacity_share()).unwrap_or(1.0);
+                    (format!("{{cpu=\"{}\",class=\"{}\"}}", c.linux_id, label(&self.d.topo.classes[c.class].name)), c.capacity * share)
+                })
+                .collect(),
+        );
+        s
+    }
+
+    /// Put back every affinity the agent changed; remove the state file. Returns failures.
+    pub fn restore_all(&mut self) -> usize {
+        if self.restored {
+            return 0;
+        }
+        self.restored = true;
+        let mut failed = 0;
+        if !self.dry {
+            let list: Vec<(TaskId, i32, CpuSet, bool)> =
+                self.threads.iter().map(|(id, t)| (*id, t.tid, t.original, t.touched)).collect();
+            for (task, tid, orig, touched) in list {
+                if !touched {
+                    continue;
+                }
+                let r = crate::actuate::set_affinity(tid, &orig);
+                let result = match r {
+                    Ok(()) | Err(ActError::Vanished) => "ok",
+                    Err(e) => {
+                        failed += 1;
+                        eprintln!("ampsched: cannot restore thread {tid} to {}: {e}", orig.to_list());
+                        e.label()
+                    }
+                };
+                let ev = json!({"event": "restore", "tid": tid, "task": task.0, "mask": orig.to_list(), "result": result});
+                self.log(ev);
+            }
+            if self.state_written && failed == 0 {
+                let _ = std::fs::remove_file(&self.state_path);
+            }
+        }
+        if let Some(w) = self.log.as_mut() {
+            let _ = w.flush();
+        }
+        failed
+    }
+
+    fn finished(&self) -> bool {
+        if self.stop_with_first {
+            return self.domains.iter().find(|d| d.child.is_some()).is_some_and(|d| d.exit.is_some() || !d.alive);
+        }
+        let persistent = self.targets.iter().any(|t| matches!(t.kind, TargetKind::Qmp(_) | TargetKind::QemuAll));
+        !persistent && self.domains.iter().all(|d| !d.alive)
+    }
+
+    /// Launch commands and run until the targets end or a signal arrives; restore on the way out.
+    pub fn run(mut self) -> Result<Outcome, AgentError> {
+        signals::install();
+        self.launch()?;
+        self.start = signals::monotonic();
+        let cpu0 = signals::process_cpu();
+        let period = Duration::from_nanos(self.period.0);
+        let mut next = self.start;
+        let mut result = Ok(());
+        loop {
+            if signals::pending().is_some() {
+                break;
+            }
+            let (w0, c0) = (signals::monotonic(), signals::thread_cpu());
+            if let Err(e) = self.step() {
+                result = Err(e);
+                break;
+            }
+            if let Some(m) = &self.metrics {
+                m.publish(self.render_metrics());
+            }
+            if let Some(w) = self.log.as_mut() {
+                let _ = w.flush();
+            }
+            let (w1, c1) = (signals::monotonic(), signals::thread_cpu());
+            self.stats.loop_wall_ns.push((w1 - w0).as_nanos() as u64);
+            self.stats.loop_cpu_ns.push((c1.saturating_sub(c0)).as_nanos() as u64);
+            if self.finished() {
+                break;
+            }
+            next += period;
+            let now = signals::monotonic();
+            if next < now {
+                // Overran: skip to the next period boundary in the future.
+                let behind = (now - next).as_nanos() / period.as_nanos().max(1) + 1;
+                next += period * behind as u32;
+            }
+            if !signals::sleep_until(next) {
+                break;
+            }
+        }
+        self.stats.elapsed = signals::monotonic().saturating_sub(self.start);
+        self.stats.process_cpu = signals::process_cpu().saturating_sub(cpu0);
+        let failures = self.restore_all();
+        let signal = signals::pending();
+        if let Some(sig) = signal {
+            self.stop_children(sig);
+        }
+        result?;
+        let first_command = self.domains.iter().find(|d| d.child.is_some()).and_then(|d| d.exit);
+        Ok(Outcome { first_command, signal, restore_failures: failures, stats: std::mem::take(&mut self.stats) })
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        // Covers early returns and panics unwinding through the loop.
+        self.restore_all();
+    }
+}
+
+/// vCPU threads of a QEMU process found by name (`CPU n/KVM`, `CPU n/TCG`): tid → vCPU index.
+pub fn vcpus_by_name(proc_root: &Path, pid: i32) -> BTreeMap<i32, u32> {
+    let mut out = BTreeMap::new();
+    for tid in list_tids(proc_root, pid) {
+        let p = proc_root.join(pid.to_string()).join("task").join(tid.to_string()).join("comm");
+        if let Some(i) = std::fs::read_to_string(p).ok().and_then(|c| parse_vcpu_thread_name(&c)) {
+            out.insert(tid, i);
+        }
+    }
+    out
+}
+
+/// A QEMU guest's name from `-name guest=X,…` or `-name X`, else its pid.
+pub fn guest_name(proc_root: &Path, pid: i32) -> String {
+    let args = cmdline(proc_root, pid);
+    let name = args.iter().position(|a| a == "-name").and_then(|i| args.get(i + 1)).map(|v| {
+        let first = v.split(',').next().unwrap_or(v);
+        first.strip_prefix("guest=").unwrap_or(first).to_string()
+    });
+    name.filter(|n| !n.is_empty()).unwrap_or_else(|| format!("pid{pid}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn period_parameter_names() {
+        assert_eq!(period_param("aash"), Some("period_ms"));
+        assert_eq!(period_param("capability"), Some("interval_ms"));
+        assert_eq!(period_param("fast-first"), Some("interval_ms"));
+        assert_eq!(period_param("magic"), None);
+    }
+
+    #[test]
+    fn guest_names_and_vcpu_threads_from_a_fixture_proc() {
+        let d = tempfile::tempdir().unwrap();
+        let base = d.path().join("77");
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::write(base.join("cmdline"), b"qemu-system-x86_64\0-name\0guest=web,debug-threads=on\0").unwrap();
+        assert_eq!(guest_name(d.path(), 77), "web");
+        for (tid, comm) in [(77, "qemu-system-x86"), (78, "CPU 0/TCG"), (79, "CPU 1/TCG"), (80, "worker")] {
+            let t = base.join("task").join(tid.to_string());
+            std::fs::create_dir_all(&t).unwrap();
+            std::fs::write(t.join("comm"), format!("{comm}\n")).unwrap();
+        }
+        let v = vcpus_by_name(d.path(), 77);
+        assert_eq!(v.into_iter().collect::<Vec<_>>(), vec![(78, 0), (79, 1)]);
+        assert_eq!(guest_name(d.path(), 5), "pid5");
+    }
+
+    #[test]
+    fn stats_summary() {
+        let s = LoopStats {
+            periods: 3,
+            loop_cpu_ns: vec![100_000, 300_000, 200_000],
+            loop_wall_ns: vec![1_000, 2_000, 3_000],
+            elapsed: Duration::from_secs(1),
+            process_cpu: Duration::from_millis(10),
+            ..Default::default()
+        };
+        let j = s.to_json();
+        // median of 100, 200, 300 µs = 200 µs; 10 ms of 1 s = 1 %.
+        assert_eq!(j["loop_cpu_us_median"], 200.0);
+        assert_eq!(j["agent_cpu_pct_of_one_cpu"], 1.0);
+    }
+}

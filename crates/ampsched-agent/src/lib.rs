@@ -1,0 +1,58 @@
+//! ampsched-agent: the simulator's placers on a real Linux machine.
+//!
+//! The agent runs only a [`ampsched_policy::Placer`] (Linux is the
+//! dispatcher): every period it samples the machine and the managed threads,
+//! builds the same [`ampsched_policy::Snapshot`] the simulator builds, runs
+//! the placer and applies its [`ampsched_policy::AffinityChange`]s with
+//! `sched_setaffinity`.
+//!
+//! Layers, bottom up:
+//! - [`procfs`]: parsing of `/proc` files and kept-open handles;
+//! - [`discovery`]: CPUs, capacities and classes (sysfs, config, probe);
+//! - [`sampler`]: per-CPU busy/idle/noise each period;
+//! - [`qmp`]: QEMU vCPU threads through the monitor socket;
+//! - [`actuate`]: reading and setting affinities (real or dry run);
+//! - [`state`]: the state file and `restore`;
+//! - [`metrics`]: the loopback Prometheus endpoint;
+//! - [`config`]: the daemon's configuration file;
+//! - [`control`]: the control loop tying them together.
+
+pub mod actuate;
+pub mod config;
+pub mod control;
+pub mod discovery;
+pub mod metrics;
+pub mod procfs;
+pub mod qmp;
+pub mod report;
+pub mod sampler;
+pub mod signals;
+pub mod state;
+
+use std::fmt;
+
+pub use control::{Agent, AgentOptions, LoopStats, Outcome};
+pub use discovery::{discover, Discovered, Overrides};
+
+/// An agent error: what was wrong, where, and what is allowed. Nothing on the
+/// machine has been changed when one is returned before the loop starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentError {
+    /// The message.
+    pub msg: String,
+}
+
+impl AgentError {
+    /// Build from a message.
+    pub fn new(msg: String) -> AgentError {
+        AgentError { msg }
+    }
+}
+
+impl fmt::Display for AgentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.msg)
+    }
+}
+
+impl std::error::Error for AgentError {}

@@ -1,0 +1,272 @@
+//! `/proc` parsing: pure functions over the text of `stat`, `schedstat` and
+//! `/proc/stat`, and [`ProcFile`], a kept-open handle re-read with `pread` so
+//! that sampling a thread every period costs one system call per file.
+//!
+//! Field numbers follow proc(5) (1-based): 3 state, 4 ppid, 14 utime,
+//! 15 stime, 22 starttime, 39 processor, 41 policy.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// A `/proc` file kept open and re-read from offset 0 on every [`ProcFile::read`].
+pub struct ProcFile {
+    file: File,
+    buf: Vec<u8>,
+}
+
+impl ProcFile {
+    /// Open `path` for repeated reads.
+    pub fn open(path: &Path) -> io::Result<ProcFile> {
+        Ok(ProcFile { file: File::open(path)?, buf: vec![0; 512] })
+    }
+
+    /// Read the whole file afresh. An empty result means the task is gone.
+    pub fn read(&mut self) -> io::Result<&str> {
+        let mut n = 0;
+        loop {
+            if n == self.buf.len() {
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
+            let k = self.file.read_at(&mut self.buf[n..], n as u64)?;
+            if k == 0 {
+                break;
+            }
+            n += k;
+        }
+        if std::str::from_utf8(&self.buf[..n]).is_err() {
+            // A thread name may hold any bytes; the fields we parse are ASCII.
+            for b in &mut self.buf[..n] {
+                if !b.is_ascii() {
+                    *b = b'?';
+                }
+            }
+        }
+        Ok(std::str::from_utf8(&self.buf[..n]).unwrap_or(""))
+    }
+}
+
+/// Scheduling policies as numbered by the kernel (`SCHED_FIFO` = 1 …).
+pub const SCHED_FIFO: u32 = 1;
+/// `SCHED_RR`.
+pub const SCHED_RR: u32 = 2;
+/// `SCHED_DEADLINE`.
+pub const SCHED_DEADLINE: u32 = 6;
+
+/// True for the real-time policies (FIFO, RR, DEADLINE), whose run time lowers other work's capacity.
+pub fn is_rt_policy(policy: u32) -> bool {
+    matches!(policy, SCHED_FIFO | SCHED_RR | SCHED_DEADLINE)
+}
+
+/// The fields of `/proc/<pid>/task/<tid>/stat` the agent uses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskStat {
+    /// Thread name (field 2, without parentheses).
+    pub comm: String,
+    /// State letter (R running or runnable, S, D, T, Z, …).
+    pub state: char,
+    /// Parent pid.
+    pub ppid: i32,
+    /// User time, clock ticks.
+    pub utime: u64,
+    /// System time, clock ticks.
+    pub stime: u64,
+    /// Start time after boot, clock ticks (with the tid, identifies the thread across pid reuse).
+    pub starttime: u64,
+    /// CPU it runs on or last ran on.
+    pub processor: u32,
+    /// Scheduling policy number.
+    pub policy: u32,
+}
+
+/// Parse a `stat` line; `None` when it is truncated or malformed.
+pub fn parse_stat(s: &str) -> Option<TaskStat> {
+    let open = s.find('(')?;
+    let close = s.rfind(')')?;
+    let comm = s.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = s.get(close + 1..)?.split_ascii_whitespace().collect();
+    // rest[0] is field 3.
+    let f = |k: usize| rest.get(k - 3).copied();
+    Some(TaskStat {
+        comm,
+        state: f(3)?.chars().next()?,
+        ppid: f(4)?.parse().ok()?,
+        utime: f(14)?.parse().ok()?,
+        stime: f(15)?.parse().ok()?,
+        starttime: f(22)?.parse().ok()?,
+        processor: f(39)?.parse().ok()?,
+        policy: f(41)?.parse().ok()?,
+    })
+}
+
+/// Parse `schedstat`: (run time ns, run-queue wait ns, time slices).
+pub fn parse_schedstat(s: &str) -> Option<(u64, u64, u64)> {
+    let mut it = s.split_ascii_whitespace().map(|x| x.parse::<u64>().ok());
+    Some((it.next()??, it.next()??, it.next()??))
+}
+
+/// One CPU's cumulative times from `/proc/stat`, in clock ticks (USER_HZ).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// user + nice + system (guest time is already inside user).
+    pub busy: u64,
+    /// idle + iowait.
+    pub idle: u64,
+    /// Hard interrupts.
+    pub irq: u64,
+    /// Soft interrupts.
+    pub softirq: u64,
+    /// Time stolen by the hypervisor.
+    pub steal: u64,
+}
+
+/// Parse the per-CPU lines (`cpuN …`) of `/proc/stat` into (Linux CPU number, times).
+pub fn parse_proc_stat(s: &str) -> Vec<(u32, CpuTimes)> {
+    let mut out = Vec::new();
+    for line in s.lines() {
+        let Some(rest) = line.strip_prefix("cpu") else { continue };
+        // "cpu " (the all-CPU total) is skipped: a CPU number follows "cpu" directly.
+        if !rest.starts_with(|c: char| c.is_ascii_digit()) {
+            continue;
+        }
+        let mut it = rest.split_ascii_whitespace();
+        let Some(Ok(cpu)) = it.next().map(|n| n.parse::<u32>()) else { continue };
+        let v: Vec<u64> = it.map(|x| x.parse().unwrap_or(0)).collect();
+        let g = |i: usize| v.get(i).copied().unwrap_or(0);
+        // user nice system idle iowait irq softirq steal guest guest_nice
+        out.push((
+            cpu,
+            CpuTimes { busy: g(0) + g(1) + g(2), idle: g(3) + g(4), irq: g(5), softirq: g(6), steal: g(7) },
+        ));
+    }
+    out
+}
+
+/// Parse a QEMU vCPU thread name, `CPU n/KVM` or `CPU n/TCG` (QEMU run with
+/// `-name …,debug-threads=on`), into the vCPU index.
+pub fn parse_vcpu_thread_name(comm: &str) -> Option<u32> {
+    let rest = comm.trim_end().strip_prefix("CPU ")?;
+    let (n, accel) = rest.split_once('/')?;
+    if accel != "KVM" && accel != "TCG" {
+        return None;
+    }
+    n.parse().ok()
+}
+
+/// Clock ticks per second (USER_HZ) for `/proc/stat` and `stat` times.
+pub fn clock_ticks_per_sec() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
+}
+
+/// Thread ids of a process, from `/proc/<pid>/task`, ascending. Empty when the process is gone.
+pub fn list_tids(proc_root: &Path, pid: i32) -> Vec<i32> {
+    let mut v: Vec<i32> = match std::fs::read_dir(proc_root.join(pid.to_string()).join("task")) {
+        Ok(d) => d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect(),
+        Err(_) => Vec::new(),
+    };
+    v.sort_unstable();
+    v
+}
+
+/// Process ids under `/proc`, ascending.
+pub fn list_pids(proc_root: &Path) -> Vec<i32> {
+    let mut v: Vec<i32> = match std::fs::read_dir(proc_root) {
+        Ok(d) => d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect(),
+        Err(_) => Vec::new(),
+    };
+    v.sort_unstable();
+    v
+}
+
+/// Direct children of a process: the union of `/proc/<pid>/task/<tid>/children` over its threads.
+pub fn children(proc_root: &Path, pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for tid in list_tids(proc_root, pid) {
+        let p = proc_root.join(pid.to_string()).join("task").join(tid.to_string()).join("children");
+        if let Ok(s) = std::fs::read_to_string(p) {
+            out.extend(s.split_ascii_whitespace().filter_map(|x| x.parse::<i32>().ok()));
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The stat of one thread read once (not kept open).
+pub fn read_task_stat(proc_root: &Path, pid: i32, tid: i32) -> Option<TaskStat> {
+    let p = proc_root.join(pid.to_string()).join("task").join(tid.to_string()).join("stat");
+    parse_stat(&std::fs::read_to_string(p).ok()?)
+}
+
+/// The thread-group id (process id) of a thread, from `/proc/<tid>/status`.
+pub fn tgid_of(proc_root: &Path, tid: i32) -> Option<i32> {
+    let s = std::fs::read_to_string(proc_root.join(tid.to_string()).join("status")).ok()?;
+    s.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())
+}
+
+/// A process's command line as arguments (NUL-separated in `/proc/<pid>/cmdline`).
+pub fn cmdline(proc_root: &Path, pid: i32) -> Vec<String> {
+    match std::fs::read(proc_root.join(pid.to_string()).join("cmdline")) {
+        Ok(b) => b.split(|c| *c == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_survive_a_name_with_spaces_and_parentheses() {
+        // A real line from this machine with the name replaced by "CPU 0/TCG) x (".
+        let line = "4242 (CPU 0/TCG) x () R 4200 4242 11830 0 -1 4194304 100 0 0 0 \
+                    1234 56 0 0 20 0 1 0 305749 3133440 414 18446744073709551615 1 2 3 0 0 0 0 0 0 0 0 0 \
+                    17 1 0 0 0 0 0 4 5 6 7 8 9 10 0";
+        let s = parse_stat(line).unwrap();
+        assert_eq!(s.comm, "CPU 0/TCG) x (");
+        assert_eq!((s.state, s.ppid, s.utime, s.stime), ('R', 4200, 1234, 56));
+        assert_eq!((s.starttime, s.processor, s.policy), (305749, 1, 0));
+        assert!(parse_stat("4242 (cat) R 1 2").is_none());
+    }
+
+    #[test]
+    fn schedstat_and_proc_stat() {
+        assert_eq!(parse_schedstat("56643023 7231168 185\n"), Some((56643023, 7231168, 185)));
+        assert_eq!(parse_schedstat("12"), None);
+        let text = "cpu  345793 0 20270 228244 1271 0 131 168 0 0\n\
+                    cpu0 164313 1 8096 125098 281 7 26 79 0 0\n\
+                    cpu1 181480 0 12174 103145 990 0 105 89 0 0\nintr 1 2 3\n";
+        let v = parse_proc_stat(text);
+        assert_eq!(v.len(), 2);
+        // cpu0: busy = 164313 + 1 + 8096 = 172410; idle = 125098 + 281 = 125379.
+        assert_eq!(v[0], (0, CpuTimes { busy: 172410, idle: 125379, irq: 7, softirq: 26, steal: 79 }));
+        assert_eq!(v[1].0, 1);
+    }
+
+    #[test]
+    fn vcpu_thread_names() {
+        assert_eq!(parse_vcpu_thread_name("CPU 0/KVM"), Some(0));
+        assert_eq!(parse_vcpu_thread_name("CPU 12/TCG\n"), Some(12));
+        assert_eq!(parse_vcpu_thread_name("CPU 1/XYZ"), None);
+        assert_eq!(parse_vcpu_thread_name("qemu-system-x86"), None);
+        assert!(is_rt_policy(SCHED_FIFO) && !is_rt_policy(0));
+    }
+
+    #[test]
+    fn a_kept_file_reads_fresh_contents() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, "one").unwrap();
+        let mut f = ProcFile::open(&p).unwrap();
+        assert_eq!(f.read().unwrap(), "one");
+        std::fs::write(&p, "a much longer second content, longer than before".repeat(20)).unwrap();
+        assert_eq!(f.read().unwrap().len(), 48 * 20);
+    }
+}
