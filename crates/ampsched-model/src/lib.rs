@@ -7,6 +7,7 @@ pub mod cpuset;
 pub mod error;
 pub mod ids;
 pub mod program;
+pub mod rtapp;
 pub mod spec;
 pub mod time;
 pub mod topology;

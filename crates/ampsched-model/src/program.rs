@@ -6,6 +6,7 @@
 //! with memory-stall fraction `m` takes `work × ((1 − m)/s + m)` on a core of
 //! speed `s` (workloads.md).
 
+use crate::cpuset::CpuSet;
 use crate::time::Nanos;
 use serde::Serialize;
 
@@ -121,6 +122,55 @@ pub enum Op {
         /// How to wait while empty.
         wait: Wait,
     },
+    /// Stay busy on the CPU until `dur` of wall time has passed since the op
+    /// started, whatever the CPU's speed and however long the task waits for a
+    /// CPU meanwhile (rt-app `runtime`).
+    Runtime {
+        /// Wall time.
+        dur: Nanos,
+    },
+    /// Periodic timer `id` (rt-app `timer`): its next expiry is `start` plus one
+    /// `period` per use; the task sleeps until then, or goes on at once when it
+    /// is late (`relative`: the late timer restarts from now).
+    Timer {
+        /// Timer id within the sync group (shared by the tasks that use it).
+        id: u32,
+        /// Period.
+        period: Nanos,
+        /// When late, restart from now instead of keeping the absolute grid.
+        relative: bool,
+        /// Time of the timer's first reference point (the thread's start).
+        start: Nanos,
+    },
+    /// Wait on condition variable `id` until it is signalled (no memory: a
+    /// signal with no waiter is lost, as with `pthread_cond_signal`).
+    CondWait {
+        /// Condition id within the sync group.
+        id: u32,
+        /// How to wait.
+        wait: Wait,
+    },
+    /// Signal condition `id`: wake its first waiter, or all of them (`broadcast`).
+    CondSignal {
+        /// Condition id within the sync group.
+        id: u32,
+        /// Wake every waiter instead of the first.
+        broadcast: bool,
+    },
+    /// Barrier `id` with an explicit number of parties (instead of the whole sync group).
+    BarrierN {
+        /// Barrier id within the sync group.
+        id: u32,
+        /// How many arrivals release it (≥ 1).
+        parties: u32,
+        /// How to wait.
+        wait: Wait,
+    },
+    /// Set the task's own hard affinity (rt-app `cpus`; the dispatcher is told).
+    Affinity {
+        /// The new affinity (not empty).
+        mask: CpuSet,
+    },
     /// The task is done.
     End,
 }
@@ -185,6 +235,9 @@ impl Program {
                 Op::Compute { mem, .. } | Op::ParFor { mem, .. } if !(0.0..1.0).contains(mem) => {
                     return Err(format!("op {i}: mem must be in [0, 1), got {mem}"));
                 }
+                Op::BarrierN { parties: 0, .. } => return Err(format!("op {i}: a barrier needs at least one party")),
+                Op::Affinity { mask } if mask.is_empty() => return Err(format!("op {i}: affinity must not be empty")),
+                Op::Timer { period, .. } if period.0 == 0 => return Err(format!("op {i}: timer period must be > 0")),
                 _ => {}
             }
         }

@@ -261,6 +261,8 @@ pub struct WorkloadSpec {
     pub model: Option<String>,
     /// An inline program.
     pub program: Option<Vec<OpSpec>>,
+    /// An rt-app JSON file (path relative to the scenario file): one thread per vCPU (see `rtapp`).
+    pub rtapp: Option<String>,
     /// Hard affinity (per-task workloads only), CPU list.
     pub affinity: Option<String>,
     /// Parameter overrides of the model.

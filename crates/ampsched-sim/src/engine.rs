@@ -91,6 +91,8 @@ enum Act {
     Spin { limit: Option<Nanos> },
     /// Blocked on a sync object (waiting for a release).
     Wait,
+    /// Busy on the CPU until this wall time (`Op::Runtime`).
+    Busy { until: Nanos },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -99,6 +101,8 @@ enum SyncKey {
     Lock(u32, u32),
     Chan(u32, u32),
     ParFor(u32, u32),
+    Cond(u32, u32),
+    Timer(u32, u32),
 }
 
 #[derive(Default)]
@@ -111,6 +115,8 @@ struct SyncObj {
     remaining: u64,
     init: bool,
     exited: u32,
+    /// Next expiry of a timer.
+    at: Nanos,
 }
 
 struct Task {
@@ -324,8 +330,13 @@ impl Sim {
                 period_active: false,
             })
             .collect();
+        // A program that opens with `Affinity` (rt-app `cpus`) starts with that affinity.
+        let first_mask = |t: &TaskInit| match t.program.ops.first() {
+            Some(Op::Affinity { mask }) => *mask,
+            _ => t.affinity,
+        };
         let views =
-            cfg.tasks.iter().map(|t| TaskView { domain: t.domain, vcpu: t.vcpu, affinity: t.affinity }).collect();
+            cfg.tasks.iter().map(|t| TaskView { domain: t.domain, vcpu: t.vcpu, affinity: first_mask(t) }).collect();
         let cpus: Vec<Cpu> = topo
             .cpus
             .iter()
@@ -533,6 +544,12 @@ impl Sim {
                         // Spin limit reached: block.
                         self.tasks[t.idx()].act = Act::Wait;
                         self.block_running(t, c);
+                    }
+                    Act::Busy { .. } => {
+                        let tk = &mut self.tasks[t.idx()];
+                        tk.act = Act::Ready;
+                        tk.pc += 1;
+                        self.continue_on(t, c);
                     }
                     _ => {}
                 }
@@ -847,6 +864,10 @@ impl Sim {
                 let left = l.saturating_sub(tk.spin_used);
                 self.push(self.now + left, Ev::OpDone(t, g));
             }
+            Act::Busy { until } => {
+                let at = until.max(self.now);
+                self.push(at, Ev::OpDone(t, g));
+            }
             _ => {}
         }
     }
@@ -854,7 +875,7 @@ impl Sim {
     /// A task was just put on CPU `c`: carry on with what it was doing.
     fn resume(&mut self, t: TaskId, c: CpuId) -> Outcome {
         match self.tasks[t.idx()].act {
-            Act::Compute | Act::Spin { .. } => {
+            Act::Compute | Act::Spin { .. } | Act::Busy { .. } => {
                 self.replan(t);
                 Outcome::Busy
             }
@@ -953,6 +974,65 @@ impl Sim {
                     let key = SyncKey::Barrier(tk.group, id);
                     if let Some(o) = self.barrier_arrive(t, key, wait) {
                         return o;
+                    }
+                }
+                Op::BarrierN { id, parties, wait } => {
+                    let key = SyncKey::Barrier(tk.group, id);
+                    if let Some(o) = self.barrier_arrive_n(t, key, parties, wait) {
+                        return o;
+                    }
+                }
+                Op::Runtime { dur } => {
+                    if dur.0 == 0 {
+                        tk.pc += 1;
+                        continue;
+                    }
+                    tk.act = Act::Busy { until: self.now + dur };
+                    self.replan(t);
+                    return Outcome::Busy;
+                }
+                Op::Timer { id, period, relative, start } => {
+                    let now = self.now;
+                    let obj = self.sync.entry(SyncKey::Timer(tk.group, id)).or_default();
+                    if !obj.init {
+                        obj.init = true;
+                        obj.at = start;
+                    }
+                    obj.at += period;
+                    let at = obj.at;
+                    if now >= at && relative {
+                        obj.at = now;
+                    }
+                    tk.pc += 1;
+                    if now < at {
+                        tk.sleep_gen = tk.sleep_gen.wrapping_add(1);
+                        let g = tk.sleep_gen;
+                        self.push(at, Ev::Wake(t, g));
+                        return Outcome::Blocked;
+                    }
+                }
+                Op::CondWait { id, wait } => {
+                    let obj = self.sync.entry(SyncKey::Cond(tk.group, id)).or_default();
+                    obj.waiters.push_back(t);
+                    return self.enter_wait(t, wait);
+                }
+                Op::CondSignal { id, broadcast } => {
+                    tk.pc += 1;
+                    let obj = self.sync.entry(SyncKey::Cond(tk.group, id)).or_default();
+                    let n = if broadcast { obj.waiters.len() } else { obj.waiters.len().min(1) };
+                    let ws: Vec<TaskId> = obj.waiters.drain(..n).collect();
+                    for w in ws {
+                        self.release(w);
+                    }
+                }
+                Op::Affinity { mask } => {
+                    tk.pc += 1;
+                    if self.views[t.idx()].affinity != mask {
+                        self.views[t.idx()].affinity = mask;
+                        let mut fx = std::mem::take(&mut self.fx);
+                        self.disp.affinity_changed(&view!(self), t, &mut fx);
+                        self.fx = fx;
+                        self.flush_fx();
                     }
                 }
                 Op::Lock { id, wait } => {
@@ -1064,6 +1144,11 @@ impl Sim {
     /// Arrive at a barrier: `None` when it completed (pc advanced), else how the task waits.
     fn barrier_arrive(&mut self, t: TaskId, key: SyncKey, wait: Wait) -> Option<Outcome> {
         let n = self.group_size[self.tasks[t.idx()].group as usize];
+        self.barrier_arrive_n(t, key, n, wait)
+    }
+
+    /// Arrive at a barrier of `n` parties (see `barrier_arrive`).
+    fn barrier_arrive_n(&mut self, t: TaskId, key: SyncKey, n: u32, wait: Wait) -> Option<Outcome> {
         let obj = self.sync.entry(key).or_default();
         obj.arrived += 1;
         if obj.arrived >= n {

@@ -1082,6 +1082,7 @@ mod tests {
                             }
                         }
                         Op::Compute { .. } | Op::Sleep { .. } => {}
+                        other => return Err(format!("op {other:?} is not used by library models")),
                     }
                     if next {
                         ts[t].pc += 1;

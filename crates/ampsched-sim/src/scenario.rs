@@ -239,7 +239,9 @@ impl Scenario {
         let at = |path: &str, msg: String| error_at(text, file, path, msg);
         let me = |e: ModelError| at(&e.path, e.msg);
         let topo = build_topology(&spec).map_err(me)?;
-        let (domains, tasks) = build_domains(&spec, &topo, lib).map_err(me)?;
+        let mut rt =
+            RtAppCtx { base: Path::new(file).parent().map(Path::to_path_buf).unwrap_or_default(), duration: None };
+        let (domains, tasks) = build_domains(&spec, &topo, lib, &mut rt).map_err(me)?;
         let dispatcher = spec.dispatcher.clone().unwrap_or(PolicySpec { name: "credit".into(), params: Params::new() });
         let placer = spec.placer.clone().unwrap_or(PolicySpec { name: "none".into(), params: Params::new() });
         dispatcher_by_name(&dispatcher.name, &dispatcher.params, &topo)
@@ -254,6 +256,10 @@ impl Scenario {
         };
         let stop = match spec.stop.duration_s {
             Some(d) => Stop::Duration(Nanos::from_secs_f64(pos(d, "stop.duration_s")?)),
+            // rt-app's `global.duration` stops the run when the scenario gives no stop of its own.
+            None if spec.stop.max_s.is_none() && rt.duration.is_some() => {
+                Stop::Duration(rt.duration.unwrap_or_default())
+            }
             None => Stop::AllDone {
                 max: Nanos::from_secs_f64(pos(spec.stop.max_s.unwrap_or(DEFAULT_MAX_S), "stop.max_s")?),
             },
@@ -494,7 +500,60 @@ fn affinity_of(s: &Option<String>, path: String, topo: &Topology) -> Result<CpuS
     }
 }
 
-fn programs_for(w: &WorkloadSpec, threads: u32, path: &str, lib: &Library) -> Result<Vec<Program>, ModelError> {
+/// Where rt-app files are found (the scenario's directory) and the longest `global.duration` seen.
+struct RtAppCtx {
+    base: std::path::PathBuf,
+    duration: Option<Nanos>,
+}
+
+/// The programs of an rt-app file for `threads` vCPUs (extra vCPUs stay idle).
+fn rtapp_programs(
+    w: &WorkloadSpec,
+    file: &str,
+    threads: u32,
+    path: &str,
+    topo: &Topology,
+    rt: &mut RtAppCtx,
+) -> Result<Vec<Program>, ModelError> {
+    let p = format!("{path}.rtapp");
+    if w.model.is_some() || w.program.is_some() {
+        return Err(ModelError::new(p, "give one of `model`, `program` or `rtapp`"));
+    }
+    if let Some(k) = w.params.keys().next() {
+        return Err(ModelError::new(format!("{path}.{k}"), "parameters apply to a `model`, not to an rt-app file"));
+    }
+    let full = rt.base.join(file);
+    let text = std::fs::read_to_string(&full)
+        .map_err(|e| ModelError::new(&p, format!("cannot read rt-app file {}: {e}", full.display())))?;
+    let app = ampsched_model::rtapp::compile(&text, &full.display().to_string(), topo)
+        .map_err(|e| ModelError::new(&p, e.to_string()))?;
+    if app.threads.len() > threads as usize {
+        return Err(ModelError::new(
+            p,
+            format!(
+                "{} has {} threads (instances) but there are only {threads} vCPUs for them",
+                full.display(),
+                app.threads.len()
+            ),
+        ));
+    }
+    rt.duration = rt.duration.max(app.duration);
+    let mut progs: Vec<Program> = app.threads.into_iter().map(|t| t.program).collect();
+    progs.resize(threads as usize, Program::idle());
+    Ok(progs)
+}
+
+fn programs_for(
+    w: &WorkloadSpec,
+    threads: u32,
+    path: &str,
+    lib: &Library,
+    topo: &Topology,
+    rt: &mut RtAppCtx,
+) -> Result<Vec<Program>, ModelError> {
+    if let Some(f) = &w.rtapp {
+        return rtapp_programs(w, f, threads, path, topo, rt);
+    }
     match (&w.model, &w.program) {
         (Some(m), None) => lib.instantiate(m, &w.params, threads, path),
         (None, Some(ops)) => {
@@ -508,7 +567,9 @@ fn programs_for(w: &WorkloadSpec, threads: u32, path: &str, lib: &Library) -> Re
             Ok(vec![p; threads as usize])
         }
         (Some(_), Some(_)) => Err(ModelError::new(path, "give either `model` or `program`, not both")),
-        (None, None) => Err(ModelError::new(path, "needs a `model` (see `ampsched models`) or a `program`")),
+        (None, None) => {
+            Err(ModelError::new(path, "needs a `model` (see `ampsched models`), a `program` or an `rtapp` file"))
+        }
     }
 }
 
@@ -516,6 +577,7 @@ fn build_domains(
     spec: &ScenarioSpec,
     topo: &Topology,
     lib: &Library,
+    rt: &mut RtAppCtx,
 ) -> Result<(Vec<DomainView>, Vec<TaskInit>), ModelError> {
     if spec.domains.is_empty() {
         return Err(ModelError::new("domain", "a scenario needs at least one [[domain]]"));
@@ -583,7 +645,8 @@ fn build_domains(
                 }
             }
             let total: u32 = shared.iter().map(|&i| spec.domains[i].vcpus).sum();
-            let mut all = programs_for(first, total, &format!("domain[{}].workload", shared[0]), lib)?.into_iter();
+            let mut all =
+                programs_for(first, total, &format!("domain[{}].workload", shared[0]), lib, topo, rt)?.into_iter();
             for &i in &shared {
                 progs[i] = (0..spec.domains[i].vcpus).map(|_| all.next()).collect();
             }
@@ -596,7 +659,10 @@ fn build_domains(
                     return Err(ModelError::new(format!("{p}.tasks"), "give either `workload` or `tasks`, not both"))
                 }
                 (Some(w), None) if shared.len() <= 1 => {
-                    progs[i] = programs_for(w, d.vcpus, &format!("{p}.workload"), lib)?.into_iter().map(Some).collect();
+                    progs[i] = programs_for(w, d.vcpus, &format!("{p}.workload"), lib, topo, rt)?
+                        .into_iter()
+                        .map(Some)
+                        .collect();
                 }
                 (None, Some(ts)) => {
                     if ts.len() > d.vcpus as usize {
@@ -608,7 +674,9 @@ fn build_domains(
                     progs[i] = ts
                         .iter()
                         .enumerate()
-                        .map(|(k, w)| programs_for(w, 1, &format!("{p}.tasks[{k}]"), lib).map(|mut v| v.pop()))
+                        .map(|(k, w)| {
+                            programs_for(w, 1, &format!("{p}.tasks[{k}]"), lib, topo, rt).map(|mut v| v.pop())
+                        })
                         .collect::<Result<_, _>>()?;
                 }
                 _ => {}
@@ -652,5 +720,5 @@ fn build_domains(
 
 /// A comparable rendering of a workload spec (to check shared workloads match).
 fn serde_json_like(w: &WorkloadSpec) -> String {
-    format!("{:?}|{:?}|{:?}", w.model, w.params, w.program.as_ref().map(|p| format!("{p:?}")))
+    format!("{:?}|{:?}|{:?}|{:?}", w.model, w.params, w.program.as_ref().map(|p| format!("{p:?}")), w.rtapp)
 }
