@@ -965,8 +965,8 @@ impl Agent {
     /// Launch commands and run until the targets end or a signal arrives; restore on the way out.
     pub fn run(mut self) -> Result<Outcome, AgentError> {
         signals::install();
-        self.launch()?;
         self.start = signals::monotonic();
+        self.launch()?;
         let cpu0 = signals::process_cpu();
         let period = Duration::from_nanos(self.period.0);
         let mut next = self.start;

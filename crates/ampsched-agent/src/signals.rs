@@ -12,8 +12,12 @@ extern "C" fn on_signal(sig: libc::c_int) {
     PENDING.store(sig, Ordering::SeqCst);
 }
 
-/// Install the handlers (without `SA_RESTART`, so sleeps are interrupted).
+/// Install the handlers (without `SA_RESTART`, so sleeps are interrupted), and
+/// ignore SIGPIPE: a closed log pipe or metrics client must not kill the agent
+/// before it restores (launched commands get the default back: Rust's spawn resets it).
 pub fn install() {
+    // SAFETY: setting a disposition to SIG_IGN.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: a zeroed sigaction with a plain handler that only stores to an atomic.
         unsafe {

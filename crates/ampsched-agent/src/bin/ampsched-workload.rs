@@ -12,14 +12,14 @@
 //! - `sleepy --threads T --secs S [--burst-us B] [--sleep-ms M]`: many threads
 //!   that wake, spin briefly and sleep (agent overhead benchmark).
 //!
-//! Common: `--out FILE` (default stdout), `--sample-us U` (default 500).
-//! A work unit is a fixed chain of 10 000 integer operations.
+//! Common: `--out FILE` (default stdout).
+//! A work unit is a fixed chain of 2 000 integer operations.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-const UNIT: u64 = 10_000;
+const UNIT: u64 = 2_000;
 
 fn work(units: u64) -> u64 {
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -38,31 +38,40 @@ fn getcpu() -> usize {
     c.max(0) as usize
 }
 
-/// Per-thread sampler of where it runs.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Per-thread record of where it runs: after every small chunk of work the
+/// thread reads its own CPU time and `sched_getcpu()` and charges the CPU time
+/// since the previous sample to that CPU.
 struct Sampler {
-    every: Duration,
-    next: Instant,
-    on_cpu: Vec<u64>,
+    last: Duration,
+    on_cpu_ns: Vec<u64>,
+    samples: Vec<u64>,
 }
 
 impl Sampler {
-    fn new(every: Duration) -> Sampler {
-        Sampler { every, next: Instant::now() + every, on_cpu: vec![0; 64] }
+    fn new() -> Sampler {
+        Sampler { last: thread_cpu(), on_cpu_ns: vec![0; 64], samples: vec![0; 64] }
     }
     fn tick(&mut self) {
-        let now = Instant::now();
-        if now >= self.next {
-            let c = getcpu();
-            if c >= self.on_cpu.len() {
-                self.on_cpu.resize(c + 1, 0);
-            }
-            self.on_cpu[c] += 1;
-            // Count run time only: after a long preemption or block, do not back-fill.
-            self.next = if now - self.next > self.every { now + self.every } else { self.next + self.every };
+        let now = thread_cpu();
+        let c = getcpu();
+        if c >= self.on_cpu_ns.len() {
+            self.on_cpu_ns.resize(c + 1, 0);
+            self.samples.resize(c + 1, 0);
         }
+        self.on_cpu_ns[c] += now.saturating_sub(self.last).as_nanos() as u64;
+        self.samples[c] += 1;
+        self.last = now;
     }
+    /// Forget the time since the last sample (it was spent waiting, not working).
     fn reset(&mut self) {
-        self.next = Instant::now() + self.every;
+        self.last = thread_cpu();
     }
 }
 
@@ -89,13 +98,25 @@ fn merge(into: &mut Vec<u64>, from: &[u64]) {
     }
 }
 
-fn trim(v: &mut Vec<u64>) {
-    while v.len() > 1 && *v.last().unwrap() == 0 {
-        v.pop();
-    }
+fn trim(v: &mut Vec<u64>, len: usize) {
+    v.resize(len.max(1), 0);
 }
 
-fn spin(a: &Args, sample: Duration) -> Result<serde_json::Value, String> {
+fn report(mode: &str, threads: usize, elapsed: Duration, mut on: Vec<u64>, mut n: Vec<u64>, extra: serde_json::Value) -> serde_json::Value {
+    let used = n.iter().rposition(|x| *x > 0).map(|i| i + 1).unwrap_or(1);
+    trim(&mut on, used);
+    trim(&mut n, used);
+    let total: u64 = on.iter().sum();
+    let mut v = serde_json::json!({"mode": mode, "threads": threads, "elapsed_s": elapsed.as_secs_f64(),
+        "on_cpu_s": on.iter().map(|x| *x as f64 / 1e9).collect::<Vec<_>>(),
+        "run_s": total as f64 / 1e9, "samples": n});
+    if let (serde_json::Value::Object(m), serde_json::Value::Object(e)) = (&mut v, extra) {
+        m.extend(e);
+    }
+    v
+}
+
+fn spin(a: &Args) -> Result<serde_json::Value, String> {
     let threads: usize = a.get("--threads")?.unwrap_or(1);
     let secs: Option<f64> = a.get("--secs")?;
     let units: Option<u64> = a.get("--units")?;
@@ -106,7 +127,7 @@ fn spin(a: &Args, sample: Duration) -> Result<serde_json::Value, String> {
     let hs: Vec<_> = (0..threads)
         .map(|_| {
             std::thread::spawn(move || {
-                let mut s = Sampler::new(sample);
+                let mut s = Sampler::new();
                 let end = secs.map(|x| Instant::now() + Duration::from_secs_f64(x));
                 let mut done = 0u64;
                 loop {
@@ -119,24 +140,22 @@ fn spin(a: &Args, sample: Duration) -> Result<serde_json::Value, String> {
                         _ => {}
                     }
                 }
-                (s.on_cpu, Instant::now())
+                (s.on_cpu_ns, s.samples, Instant::now())
             })
         })
         .collect();
-    let mut on = Vec::new();
+    let (mut on, mut n) = (Vec::new(), Vec::new());
     let mut ends = Vec::new();
     for h in hs {
-        let (v, end) = h.join().map_err(|_| "a worker panicked".to_string())?;
+        let (v, k, end) = h.join().map_err(|_| "a worker panicked".to_string())?;
         merge(&mut on, &v);
+        merge(&mut n, &k);
         ends.push((end - t0).as_secs_f64());
     }
-    trim(&mut on);
-    Ok(serde_json::json!({"mode": "spin", "threads": threads, "elapsed_s": t0.elapsed().as_secs_f64(),
-        "thread_elapsed_s": ends, "sample_us": sample.as_micros() as u64, "on_cpu": on,
-        "samples": on.iter().sum::<u64>()}))
+    Ok(report("spin", threads, t0.elapsed(), on, n, serde_json::json!({"thread_elapsed_s": ends})))
 }
 
-fn phased(a: &Args, sample: Duration) -> Result<serde_json::Value, String> {
+fn phased(a: &Args) -> Result<serde_json::Value, String> {
     let threads: usize = a.get("--threads")?.unwrap_or(4);
     let phases: usize = a.get("--phases")?.ok_or("phased: --phases is required")?;
     let phase_ms: Option<f64> = a.get("--phase-ms")?;
@@ -151,14 +170,14 @@ fn phased(a: &Args, sample: Duration) -> Result<serde_json::Value, String> {
     };
     let cur = Arc::new(AtomicUsize::new(0));
     let pair = Arc::new((Mutex::new(0usize), Condvar::new()));
-    let on_all = Arc::new(Mutex::new(Vec::<u64>::new()));
+    let on_all = Arc::new(Mutex::new((Vec::<u64>::new(), Vec::<u64>::new())));
     let spins = Arc::new(AtomicU64::new(0));
     let t0 = Instant::now();
     let hs: Vec<_> = (0..threads)
         .map(|me| {
             let (cur, pair, on_all, spins) = (cur.clone(), pair.clone(), on_all.clone(), spins.clone());
             std::thread::spawn(move || {
-                let mut s = Sampler::new(sample);
+                let mut s = Sampler::new();
                 let mut k = me;
                 while k < phases {
                     // Wait for phase k.
@@ -203,18 +222,18 @@ fn phased(a: &Args, sample: Duration) -> Result<serde_json::Value, String> {
                     }
                     k += threads;
                 }
-                merge(&mut on_all.lock().unwrap(), &s.on_cpu);
+                let mut g = on_all.lock().unwrap();
+                merge(&mut g.0, &s.on_cpu_ns);
+                merge(&mut g.1, &s.samples);
             })
         })
         .collect();
     for h in hs {
         h.join().map_err(|_| "a worker panicked".to_string())?;
     }
-    let mut on = on_all.lock().unwrap().clone();
-    trim(&mut on);
-    Ok(serde_json::json!({"mode": "phased", "threads": threads, "phases": phases, "wait": if spin_wait {"spin"} else {"block"},
-        "elapsed_s": t0.elapsed().as_secs_f64(), "sample_us": sample.as_micros() as u64, "on_cpu": on,
-        "samples": on.iter().sum::<u64>()}))
+    let (on, n) = on_all.lock().unwrap().clone();
+    let extra = serde_json::json!({"phases": phases, "wait": if spin_wait {"spin"} else {"block"}});
+    Ok(report("phased", threads, t0.elapsed(), on, n, extra))
 }
 
 fn sleepy(a: &Args) -> Result<serde_json::Value, String> {
@@ -249,10 +268,9 @@ fn run() -> Result<(), String> {
         return Err("usage: ampsched-workload spin|phased|sleepy [options] (see the source's header)".into());
     };
     let a = Args(argv[1..].to_vec());
-    let sample = Duration::from_micros(a.get("--sample-us")?.unwrap_or(500));
     let v = match mode.as_str() {
-        "spin" => spin(&a, sample)?,
-        "phased" => phased(&a, sample)?,
+        "spin" => spin(&a)?,
+        "phased" => phased(&a)?,
         "sleepy" => sleepy(&a)?,
         o => return Err(format!("unknown mode `{o}`; known: spin, phased, sleepy")),
     };
