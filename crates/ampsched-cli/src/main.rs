@@ -11,6 +11,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+mod agent_cmd;
+
 /// Asymmetry-aware scheduling for heterogeneous multicores: simulate, deploy, analyse.
 #[derive(Parser)]
 #[command(name = "ampsched", version, about)]
@@ -60,6 +62,14 @@ enum Cmd {
         #[arg(long, hide = true)]
         child: bool,
     },
+    /// Show this machine's CPUs, their classes and capacities, and where each figure came from.
+    Topology(agent_cmd::TopologyArgs),
+    /// Launch a command and manage its threads with a placer until it exits (exits with its status).
+    Run(agent_cmd::RunArgs),
+    /// Run the agent daemon on the targets of a configuration file.
+    Agent(agent_cmd::AgentArgs),
+    /// Put back every affinity the agent changed (after a crash or kill -9).
+    Restore(agent_cmd::RestoreArgs),
 }
 
 fn policy_override(name: Option<String>, file: &PolicySpec) -> Option<PolicySpec> {
@@ -247,6 +257,10 @@ fn main() -> ExitCode {
             Ok(())
         }
         Cmd::Bench { case, child } => cmd_bench(case, child),
+        Cmd::Topology(a) => agent_cmd::topology(a),
+        Cmd::Run(a) => agent_cmd::run(a),
+        Cmd::Agent(a) => agent_cmd::agent(a),
+        Cmd::Restore(a) => agent_cmd::restore(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
