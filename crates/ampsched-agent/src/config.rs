@@ -258,16 +258,17 @@ pub fn parse(text: &str, file: &str) -> Result<AgentConfig, AgentError> {
             Some(CpuSet::parse_list(f).map_err(|e| AgentError::new(format!("{file}: fast: {e} (e.g. \"0-3\")")))?);
     }
     for (k, v) in raw.capacity.unwrap_or_default() {
-        let c: u32 = k
-            .parse()
-            .map_err(|_| AgentError::new(format!("{file}: capacity: key `{k}` is not a CPU number")))?;
+        let c: u32 =
+            k.parse().map_err(|_| AgentError::new(format!("{file}: capacity: key `{k}` is not a CPU number")))?;
         if !(v > 0.0 && v.is_finite()) {
             return Err(AgentError::new(format!("{file}: capacity.{k}: must be a positive number, got {v}")));
         }
         cfg.capacity.insert(c, v);
     }
     if raw.targets.is_empty() {
-        return Err(AgentError::new(format!("{file}: no [[target]]: add at least one (command, pid, qmp, qemu_pid or qemu)")));
+        return Err(AgentError::new(format!(
+            "{file}: no [[target]]: add at least one (command, pid, qmp, qemu_pid or qemu)"
+        )));
     }
     for (i, t) in raw.targets.iter().enumerate() {
         let v = t.validate(&format!("{file}: target[{i}] \"{}\"", t.name))?;
@@ -340,7 +341,10 @@ qemu = "all"
         let e = parse("period_ms = 30\n[[target]]\nname = \"x\"\npdi = 4\n", "c.toml").unwrap_err().to_string();
         assert!(e.starts_with("c.toml:4:1: unknown field `pdi`"), "{e}");
         let e = parse("[[target]]\nname = \"x\"\npid = 4\ncommand = [\"ls\"]\n", "c.toml").unwrap_err().to_string();
-        assert!(e.contains("target[0] \"x\": give exactly one of command, pid, qmp, qemu_pid, qemu (got command, pid)"), "{e}");
+        assert!(
+            e.contains("target[0] \"x\": give exactly one of command, pid, qmp, qemu_pid, qemu (got command, pid)"),
+            "{e}"
+        );
         let e = parse("[[target]]\nname = \"x\"\nqemu = \"some\"\n", "c.toml").unwrap_err().to_string();
         assert!(e.contains("qemu: the only allowed value is \"all\""), "{e}");
         let e = parse("[[target]]\nname = \"x\"\npid = 4\nweight = 0\n", "c.toml").unwrap_err().to_string();

@@ -35,7 +35,9 @@ use crate::actuate::{ActError, Actuator, DryRun, LinuxActuator};
 use crate::config::{Target, TargetKind};
 use crate::discovery::Discovered;
 use crate::metrics::{label, MetricsServer};
-use crate::procfs::{children, cmdline, list_pids, list_tids, parse_schedstat, parse_stat, parse_vcpu_thread_name, ProcFile};
+use crate::procfs::{
+    children, cmdline, list_pids, list_tids, parse_schedstat, parse_stat, parse_vcpu_thread_name, ProcFile,
+};
 use crate::qmp::query_vcpus;
 use crate::sampler::{CpuFigures, CpuSampler};
 use crate::signals;
@@ -299,8 +301,9 @@ impl Agent {
             (Some(p), _) if p.as_os_str() == "-" => Some(Box::new(std::io::stdout())),
             (Some(p), _) => {
                 if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir)
-                        .map_err(|e| AgentError::new(format!("{}: cannot create the log directory: {e}", dir.display())))?;
+                    std::fs::create_dir_all(dir).map_err(|e| {
+                        AgentError::new(format!("{}: cannot create the log directory: {e}", dir.display()))
+                    })?;
                 }
                 let f = std::fs::OpenOptions::new()
                     .create(true)
@@ -373,7 +376,7 @@ impl Agent {
     }
 
     fn new_domain(&mut self, target: usize, name: String, root: i32, kind: DomKind, child: Option<Child>) -> usize {
-        let base_mask = self.act.get(root).unwrap_or(CpuSet::new());
+        let base_mask = self.act.get(root).unwrap_or_default();
         let id = DomainId(self.domains.len() as u32);
         let kind_s = match &kind {
             DomKind::Proc { .. } => "process",
@@ -414,11 +417,20 @@ impl Agent {
                         Ok(c) => c,
                         Err(e) => {
                             self.stop_children(libc::SIGTERM);
-                            return Err(AgentError::new(format!("target \"{}\": cannot launch `{}`: {e}", t.name, argv[0])));
+                            return Err(AgentError::new(format!(
+                                "target \"{}\": cannot launch `{}`: {e}",
+                                t.name, argv[0]
+                            )));
                         }
                     };
                     let pid = child.id() as i32;
-                    self.new_domain(ti, t.name.clone(), pid, DomKind::Proc { procs: BTreeSet::from([pid]) }, Some(child));
+                    self.new_domain(
+                        ti,
+                        t.name.clone(),
+                        pid,
+                        DomKind::Proc { procs: BTreeSet::from([pid]) },
+                        Some(child),
+                    );
                 }
                 TargetKind::Pid(p) => {
                     self.new_domain(ti, t.name.clone(), *p, DomKind::Proc { procs: BTreeSet::from([*p]) }, None);
@@ -486,7 +498,9 @@ impl Agent {
                     let pid = *pid;
                     let fresh = match qmp {
                         Some(path) => {
-                            let gone = vcpus.keys().any(|t| !proc_root.join(pid.to_string()).join("task").join(t.to_string()).exists());
+                            let gone = vcpus
+                                .keys()
+                                .any(|t| !proc_root.join(pid.to_string()).join("task").join(t.to_string()).exists());
                             if gone || vcpus.is_empty() {
                                 query_vcpus(path)
                                     .ok()
@@ -515,10 +529,18 @@ impl Agent {
                         Ok(v) if !v.is_empty() => {
                             let pid = crate::procfs::tgid_of(&self.proc_root, v[0].thread_id).unwrap_or(v[0].thread_id);
                             let vcpus = v.into_iter().map(|x| (x.thread_id, x.cpu_index)).collect();
-                            self.new_domain(ti, t.name.clone(), pid, DomKind::Vm { pid, qmp: Some(path.clone()), vcpus }, None);
+                            self.new_domain(
+                                ti,
+                                t.name.clone(),
+                                pid,
+                                DomKind::Vm { pid, qmp: Some(path.clone()), vcpus },
+                                None,
+                            );
                         }
                         Ok(_) => {}
-                        Err(e) => self.warn_once(format!("qmp:{ti}"), format!("target \"{}\": {e} (will retry)", t.name)),
+                        Err(e) => {
+                            self.warn_once(format!("qmp:{ti}"), format!("target \"{}\": {e} (will retry)", t.name))
+                        }
                     }
                 }
                 TargetKind::QemuAll => {
@@ -526,7 +548,8 @@ impl Agent {
                         if self.known_vms.contains(&pid) {
                             continue;
                         }
-                        let comm = std::fs::read_to_string(self.proc_root.join(pid.to_string()).join("comm")).unwrap_or_default();
+                        let comm = std::fs::read_to_string(self.proc_root.join(pid.to_string()).join("comm"))
+                            .unwrap_or_default();
                         let comm = comm.trim();
                         if !(comm.starts_with("qemu-system") || comm.starts_with("qemu-kvm") || comm == "kvm") {
                             continue;
@@ -629,10 +652,12 @@ impl Agent {
                 }
             }
             // A launched command that was reaped has no threads even if /proc still lists a zombie.
-            let root_gone = self.domains[di].exit.is_some() || !self.proc_root.join(self.domains[di].root.to_string()).exists();
+            let root_gone =
+                self.domains[di].exit.is_some() || !self.proc_root.join(self.domains[di].root.to_string()).exists();
             if want.is_empty() && root_gone {
                 self.domains[di].alive = false;
-                let ev = json!({"event": "domain-gone", "domain": self.domains[di].id.0, "name": self.domains[di].name});
+                let ev =
+                    json!({"event": "domain-gone", "domain": self.domains[di].id.0, "name": self.domains[di].name});
                 self.log(ev);
                 if let DomKind::Vm { pid, .. } = self.domains[di].kind {
                     self.known_vms.remove(&pid);
@@ -662,7 +687,11 @@ impl Agent {
                 });
             }
         }
-        let s = StateFile { schema: STATE_SCHEMA.into(), agent_pid: std::process::id() as i32, entries: self.state_entries.clone() };
+        let s = StateFile {
+            schema: STATE_SCHEMA.into(),
+            agent_pid: std::process::id() as i32,
+            entries: self.state_entries.clone(),
+        };
         state::write_atomic(&self.state_path, &s)?;
         self.state_written = true;
         Ok(())
@@ -795,7 +824,11 @@ impl Agent {
                 let (tid, orig) = (t.tid, t.original);
                 self.warn_once(
                     format!("outside:{tid}"),
-                    format!("thread {tid}: placer mask {} is outside its own affinity {}: skipped", self.d.to_linux(&ch.mask).to_list(), orig.to_list()),
+                    format!(
+                        "thread {tid}: placer mask {} is outside its own affinity {}: skipped",
+                        self.d.to_linux(&ch.mask).to_list(),
+                        orig.to_list()
+                    ),
                 );
                 if let Some(t) = self.threads.get_mut(&ch.task) {
                     t.cur = ch.mask;
@@ -873,10 +906,25 @@ impl Agent {
         let per = |f: &dyn Fn(&Domain) -> f64| -> Vec<(String, f64)> {
             doms.iter().map(|d| (format!("{{target=\"{}\"}}", label(&d.name)), f(d))).collect()
         };
-        metric("ampsched_fast_core_seconds_total", "counter", "Run time of the target's managed threads on fast-class CPUs.", per(&|d| d.fast_ns as f64 / 1e9));
-        metric("ampsched_active_threads", "gauge", "Managed threads that ran or were runnable in the last period.", per(&|d| d.active as f64));
+        metric(
+            "ampsched_fast_core_seconds_total",
+            "counter",
+            "Run time of the target's managed threads on fast-class CPUs.",
+            per(&|d| d.fast_ns as f64 / 1e9),
+        );
+        metric(
+            "ampsched_active_threads",
+            "gauge",
+            "Managed threads that ran or were runnable in the last period.",
+            per(&|d| d.active as f64),
+        );
         metric("ampsched_managed_threads", "gauge", "Threads under management.", per(&|d| d.threads as f64));
-        metric("ampsched_migrations_total", "counter", "Affinity changes the agent made to the target's threads.", per(&|d| d.changes as f64));
+        metric(
+            "ampsched_migrations_total",
+            "counter",
+            "Affinity changes the agent made to the target's threads.",
+            per(&|d| d.changes as f64),
+        );
         metric(
             "ampsched_fast_idle_slow_busy_seconds_total",
             "counter",
@@ -891,10 +939,30 @@ impl Agent {
         );
         let last = self.stats.loop_wall_ns.last().copied().unwrap_or(0) as f64 / 1e9;
         let sum = self.stats.loop_wall_ns.iter().sum::<u64>() as f64 / 1e9;
-        metric("ampsched_loop_duration_seconds", "gauge", "Wall time of the last control-loop iteration.", vec![(String::new(), last)]);
-        metric("ampsched_loop_duration_seconds_sum", "counter", "Wall time of all control-loop iterations.", vec![(String::new(), sum)]);
-        metric("ampsched_loop_cpu_seconds_total", "counter", "CPU time of the control loop.", vec![(String::new(), self.stats.loop_cpu_ns.iter().sum::<u64>() as f64 / 1e9)]);
-        metric("ampsched_periods_total", "counter", "Control periods run.", vec![(String::new(), self.stats.periods as f64)]);
+        metric(
+            "ampsched_loop_duration_seconds",
+            "gauge",
+            "Wall time of the last control-loop iteration.",
+            vec![(String::new(), last)],
+        );
+        metric(
+            "ampsched_loop_duration_seconds_sum",
+            "counter",
+            "Wall time of all control-loop iterations.",
+            vec![(String::new(), sum)],
+        );
+        metric(
+            "ampsched_loop_cpu_seconds_total",
+            "counter",
+            "CPU time of the control loop.",
+            vec![(String::new(), self.stats.loop_cpu_ns.iter().sum::<u64>() as f64 / 1e9)],
+        );
+        metric(
+            "ampsched_periods_total",
+            "counter",
+            "Control periods run.",
+            vec![(String::new(), self.stats.periods as f64)],
+        );
         metric(
             "ampsched_affinity_errors_total",
             "counter",
@@ -911,7 +979,10 @@ impl Agent {
                 .enumerate()
                 .map(|(i, c)| {
                     let share = self.last_cpu.get(i).map(|f| f.capacity_share()).unwrap_or(1.0);
-                    (format!("{{cpu=\"{}\",class=\"{}\"}}", c.linux_id, label(&self.d.topo.classes[c.class].name)), c.capacity * share)
+                    (
+                        format!("{{cpu=\"{}\",class=\"{}\"}}", c.linux_id, label(&self.d.topo.classes[c.class].name)),
+                        c.capacity * share,
+                    )
                 })
                 .collect(),
         );
@@ -941,7 +1012,8 @@ impl Agent {
                         e.label()
                     }
                 };
-                let ev = json!({"event": "restore", "tid": tid, "task": task.0, "mask": orig.to_list(), "result": result});
+                let ev =
+                    json!({"event": "restore", "tid": tid, "task": task.0, "mask": orig.to_list(), "result": result});
                 self.log(ev);
             }
             if self.state_written && failed == 0 {

@@ -109,7 +109,8 @@ fn read_f64(p: &Path) -> Option<f64> {
 /// Online CPUs from `sys/devices/system/cpu/online` under `root`.
 pub fn online_cpus(root: &Path) -> Result<CpuSet, AgentError> {
     let p = root.join("sys/devices/system/cpu/online");
-    let s = read_trim(&p).ok_or_else(|| AgentError::new(format!("{}: cannot read the online CPU list", p.display())))?;
+    let s =
+        read_trim(&p).ok_or_else(|| AgentError::new(format!("{}: cannot read the online CPU list", p.display())))?;
     let set = CpuSet::parse_list(&s).map_err(|e| AgentError::new(format!("{}: {e}", p.display())))?;
     if set.is_empty() {
         return Err(AgentError::new(format!("{}: no online CPU", p.display())));
@@ -170,9 +171,7 @@ fn numa_node(root: &Path, cpu: u32) -> u32 {
     let dir = root.join(format!("sys/devices/system/cpu/cpu{cpu}"));
     std::fs::read_dir(dir)
         .ok()
-        .and_then(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("node")?.parse::<u32>().ok()).min()
-        })
+        .and_then(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("node")?.parse::<u32>().ok()).min())
         .unwrap_or(0)
 }
 
@@ -189,7 +188,8 @@ pub fn discover(root: &Path, ov: &Overrides) -> Result<Discovered, AgentError> {
         }
     }
     // Per CPU: (capacity, source), before normalisation.
-    let mut caps: Vec<(f64, String)> = vec![(FULL_CAPACITY, "default (no source found: symmetric)".into()); linux.len()];
+    let mut caps: Vec<(f64, String)> =
+        vec![(FULL_CAPACITY, "default (no source found: symmetric)".into()); linux.len()];
     let sources = sysfs_sources(root);
     let mut first: Option<(&str, Vec<f64>)> = None;
     let mut differing: Option<(&str, Vec<f64>)> = None;
@@ -253,7 +253,12 @@ pub fn discover(root: &Path, ov: &Overrides) -> Result<Discovered, AgentError> {
             class_of[i] = if f { 0 } else { 1 };
             caps[i] = (
                 class_caps[class_of[i]],
-                format!("declared {} (--fast/config; measured {:.0} from {})", if f { "fast" } else { "slow" }, caps[i].0, caps[i].1),
+                format!(
+                    "declared {} (--fast/config; measured {:.0} from {})",
+                    if f { "fast" } else { "slow" },
+                    caps[i].0,
+                    caps[i].1
+                ),
             );
         }
         class_source = format!("declared: fast CPUs {}", fast.to_list());

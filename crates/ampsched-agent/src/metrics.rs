@@ -37,7 +37,8 @@ impl MetricsServer {
     /// Bind `addr` (loopback only) and start serving an empty page.
     pub fn start(addr: &str) -> Result<MetricsServer, AgentError> {
         let a = parse_loopback(addr)?;
-        let l = TcpListener::bind(a).map_err(|e| AgentError::new(format!("metrics address {a}: cannot listen: {e}")))?;
+        let l =
+            TcpListener::bind(a).map_err(|e| AgentError::new(format!("metrics address {a}: cannot listen: {e}")))?;
         let addr = l.local_addr().map_err(|e| AgentError::new(format!("metrics: {e}")))?;
         let text = Arc::new(Mutex::new(String::new()));
         let stop = Arc::new(AtomicBool::new(false));

@@ -214,7 +214,9 @@ pub fn tgid_of(proc_root: &Path, tid: i32) -> Option<i32> {
 /// A process's command line as arguments (NUL-separated in `/proc/<pid>/cmdline`).
 pub fn cmdline(proc_root: &Path, pid: i32) -> Vec<String> {
     match std::fs::read(proc_root.join(pid.to_string()).join("cmdline")) {
-        Ok(b) => b.split(|c| *c == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect(),
+        Ok(b) => {
+            b.split(|c| *c == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect()
+        }
         Err(_) => Vec::new(),
     }
 }

@@ -32,7 +32,11 @@ fn read_msg(r: &mut BufReader<UnixStream>, path: &Path, what: &str) -> Result<Va
     loop {
         let mut line = String::new();
         let n = r.read_line(&mut line).map_err(|e| {
-            AgentError::new(format!("{}: no {what} within {:?} ({e}): not a QEMU QMP socket?", path.display(), QMP_TIMEOUT))
+            AgentError::new(format!(
+                "{}: no {what} within {:?} ({e}): not a QEMU QMP socket?",
+                path.display(),
+                QMP_TIMEOUT
+            ))
         })?;
         if n == 0 {
             return Err(AgentError::new(format!("{}: connection closed while waiting for {what}", path.display())));
@@ -48,19 +52,16 @@ fn read_msg(r: &mut BufReader<UnixStream>, path: &Path, what: &str) -> Result<Va
     }
 }
 
-fn command(
-    r: &mut BufReader<UnixStream>,
-    w: &mut UnixStream,
-    path: &Path,
-    cmd: &str,
-) -> Result<Value, AgentError> {
+fn command(r: &mut BufReader<UnixStream>, w: &mut UnixStream, path: &Path, cmd: &str) -> Result<Value, AgentError> {
     writeln!(w, "{{\"execute\":\"{cmd}\"}}")
         .map_err(|e| AgentError::new(format!("{}: cannot send {cmd}: {e}", path.display())))?;
     let v = read_msg(r, path, &format!("answer to {cmd}"))?;
     if let Some(e) = v.get("error") {
         return Err(AgentError::new(format!("{}: QEMU refused {cmd}: {e}", path.display())));
     }
-    v.get("return").cloned().ok_or_else(|| AgentError::new(format!("{}: unexpected answer to {cmd}: {v}", path.display())))
+    v.get("return")
+        .cloned()
+        .ok_or_else(|| AgentError::new(format!("{}: unexpected answer to {cmd}: {v}", path.display())))
 }
 
 /// Parse the `return` value of `query-cpus-fast`.
@@ -82,9 +83,8 @@ pub fn query_vcpus(path: &Path) -> Result<Vec<VcpuThread>, AgentError> {
         .map_err(|e| AgentError::new(format!("{}: cannot connect to the QMP socket: {e}", path.display())))?;
     w.set_read_timeout(Some(QMP_TIMEOUT)).ok();
     w.set_write_timeout(Some(QMP_TIMEOUT)).ok();
-    let mut r = BufReader::new(
-        w.try_clone().map_err(|e| AgentError::new(format!("{}: socket error: {e}", path.display())))?,
-    );
+    let mut r =
+        BufReader::new(w.try_clone().map_err(|e| AgentError::new(format!("{}: socket error: {e}", path.display())))?);
     let greeting = read_msg(&mut r, path, "QMP greeting")?;
     if greeting.get("QMP").is_none() {
         return Err(AgentError::new(format!(

@@ -11,8 +11,7 @@ pub fn topology_text(d: &Discovered, window: Option<(&[CpuFigures], f64)>) -> St
     let mut s = String::new();
     let _ = writeln!(s, "classes: {}", d.class_source);
     for (i, c) in d.topo.classes.iter().enumerate() {
-        let cpus: Vec<String> =
-            d.cpus.iter().filter(|x| x.class == i).map(|x| x.linux_id.to_string()).collect();
+        let cpus: Vec<String> = d.cpus.iter().filter(|x| x.class == i).map(|x| x.linux_id.to_string()).collect();
         let _ = writeln!(s, "  {:<6} speed {:.3}  cpus {}", c.name, c.speed, cpus.join(","));
     }
     let eff = window.is_some();

@@ -16,7 +16,9 @@
 //! Units: nanoseconds (ticks × 10⁹ / USER_HZ). The tick quantum (10 ms at
 //! USER_HZ 100) makes a single 30 ms period coarse; it evens out over periods.
 
-use crate::procfs::{is_rt_policy, list_pids, list_tids, parse_proc_stat, parse_schedstat, parse_stat, CpuTimes, ProcFile};
+use crate::procfs::{
+    is_rt_policy, list_pids, list_tids, parse_proc_stat, parse_schedstat, parse_stat, CpuTimes, ProcFile,
+};
 use crate::AgentError;
 use ampsched_model::Nanos;
 use std::collections::{BTreeMap, HashSet};
@@ -106,7 +108,8 @@ impl CpuSampler {
                 if self.rt.contains_key(&tid) {
                     continue;
                 }
-                let (Ok(stat), Ok(mut sched)) = (ProcFile::open(&dir.join("stat")), ProcFile::open(&dir.join("schedstat")))
+                let (Ok(stat), Ok(mut sched)) =
+                    (ProcFile::open(&dir.join("stat")), ProcFile::open(&dir.join("schedstat")))
                 else {
                     continue;
                 };

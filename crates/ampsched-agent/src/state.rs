@@ -56,14 +56,19 @@ pub fn default_path() -> PathBuf {
 
 /// Write `s` to `path` atomically (create the directory if needed).
 pub fn write_atomic(path: &Path, s: &StateFile) -> Result<(), AgentError> {
-    let e = |what: &str, err: std::io::Error| AgentError::new(format!("{}: cannot {what} the state file: {err}", path.display()));
+    let e = |what: &str, err: std::io::Error| {
+        AgentError::new(format!("{}: cannot {what} the state file: {err}", path.display()))
+    };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|x| e("create the directory of", x))?;
     }
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     let text = serde_json::to_string_pretty(s).map_err(|x| AgentError::new(format!("state file: {x}")))?;
     let mut f = std::fs::File::create(&tmp).map_err(|x| e("write", x))?;
-    f.write_all(text.as_bytes()).and_then(|_| f.write_all(b"\n")).and_then(|_| f.sync_all()).map_err(|x| e("write", x))?;
+    f.write_all(text.as_bytes())
+        .and_then(|_| f.write_all(b"\n"))
+        .and_then(|_| f.sync_all())
+        .map_err(|x| e("write", x))?;
     std::fs::rename(&tmp, path).map_err(|x| e("rename into", x))?;
     Ok(())
 }
@@ -78,18 +83,15 @@ pub fn read(path: &Path) -> Result<Option<StateFile>, AgentError> {
     let s: StateFile = serde_json::from_str(&text)
         .map_err(|e| AgentError::new(format!("{}: not an ampsched state file: {e}", path.display())))?;
     if s.schema != STATE_SCHEMA {
-        return Err(AgentError::new(format!(
-            "{}: schema `{}`, expected `{STATE_SCHEMA}`",
-            path.display(),
-            s.schema
-        )));
+        return Err(AgentError::new(format!("{}: schema `{}`, expected `{STATE_SCHEMA}`", path.display(), s.schema)));
     }
     Ok(Some(s))
 }
 
 fn pid_alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks for existence.
-    pid > 0 && (unsafe { libc::kill(pid, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+    pid > 0
+        && (unsafe { libc::kill(pid, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
 }
 
 fn is_agent(pid: i32) -> bool {
@@ -135,7 +137,8 @@ pub struct RestoreReport {
 /// Put back every original affinity in the state file at `path`; remove the
 /// file when nothing failed. `proc_root` is normally `/proc`.
 pub fn restore(path: &Path, proc_root: &Path) -> Result<RestoreReport, AgentError> {
-    let s = read(path)?.ok_or_else(|| AgentError::new(format!("{}: no state file: nothing to restore", path.display())))?;
+    let s =
+        read(path)?.ok_or_else(|| AgentError::new(format!("{}: no state file: nothing to restore", path.display())))?;
     if is_agent(s.agent_pid) {
         return Err(AgentError::new(format!(
             "{}: the agent (pid {}) is still running: stop it (SIGTERM restores), do not restore under it",
@@ -156,8 +159,9 @@ pub fn restore(path: &Path, proc_root: &Path) -> Result<RestoreReport, AgentErro
         }
     }
     if r.failed.is_empty() {
-        std::fs::remove_file(path)
-            .map_err(|e| AgentError::new(format!("{}: restored, but cannot remove the state file: {e}", path.display())))?;
+        std::fs::remove_file(path).map_err(|e| {
+            AgentError::new(format!("{}: restored, but cannot remove the state file: {e}", path.display()))
+        })?;
     }
     Ok(r)
 }

@@ -89,7 +89,12 @@ fn start_hog() -> Guard {
 }
 
 fn out_text(o: &Output) -> String {
-    format!("status {:?}\nstdout:\n{}\nstderr:\n{}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 fn read_json(p: &Path) -> Value {
@@ -178,7 +183,11 @@ fn sequential_phases_the_lone_active_thread_runs_on_the_fast_cpu() {
     let samples0 = f(&v, "samples", 0);
     let samples: f64 = v["samples"].as_array().unwrap().iter().filter_map(Value::as_f64).sum();
     // ≥ 90 % of the working thread's samples (and of its run time) on CPU 0.
-    eprintln!("phased: {:.1} % of samples, {:.1} % of run time on CPU 0", 100.0 * samples0 / samples, 100.0 * on0 / run);
+    eprintln!(
+        "phased: {:.1} % of samples, {:.1} % of run time on CPU 0",
+        100.0 * samples0 / samples,
+        100.0 * on0 / run
+    );
     assert!(samples0 / samples >= 0.9, "{v}");
     assert!(on0 / run >= 0.9, "{v}");
 }
@@ -332,7 +341,11 @@ fn metrics_endpoint_serves_prometheus_text_on_loopback() {
     assert!(value("ampsched_migrations_total{target=\"ampsched-workload\"}") >= 2.0, "{text}");
     assert!(value("ampsched_active_threads{target=\"ampsched-workload\"}") >= 1.0, "{text}");
     assert!(value("ampsched_periods_total") >= 10.0, "{text}");
-    for name in ["ampsched_fast_idle_slow_busy_seconds_total", "ampsched_loop_duration_seconds", "ampsched_cpu_effective_capacity"] {
+    for name in [
+        "ampsched_fast_idle_slow_busy_seconds_total",
+        "ampsched_loop_duration_seconds",
+        "ampsched_cpu_effective_capacity",
+    ] {
         assert!(text.contains(name), "{name} missing:\n{text}");
     }
     let log = std::fs::read_to_string(&log).unwrap();
@@ -369,7 +382,14 @@ fn bad_input_fails_clearly_and_changes_nothing() {
     let o = run_bad(&["agent", "--config", cfg.to_str().unwrap(), "--state", st]);
     check(&o, &format!("{}:3:7", cfg.display()));
     // A PID that does not exist (pid_max is at most 4194304).
-    std::fs::write(&cfg, format!("[[target]]\nname = \"gone\"\npid = 4194304\n[[target]]\nname = \"t\"\ncommand = [\"touch\", \"{}\"]\n", marker.display())).unwrap();
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[target]]\nname = \"gone\"\npid = 4194304\n[[target]]\nname = \"t\"\ncommand = [\"touch\", \"{}\"]\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
     let o = run_bad(&["agent", "--config", cfg.to_str().unwrap(), "--state", st]);
     check(&o, "target \"gone\": process 4194304 does not exist");
     // A socket that is not QEMU's QMP.
@@ -398,10 +418,11 @@ fn which(cmd: &str) -> Option<PathBuf> {
 }
 
 fn cloud_kernel() -> PathBuf {
-    let mut ks: Vec<PathBuf> = std::fs::read_dir("/boot")
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    ks.retain(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("vmlinuz-") && n.contains("cloud")));
+    let mut ks: Vec<PathBuf> =
+        std::fs::read_dir("/boot").map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
+    ks.retain(|p| {
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("vmlinuz-") && n.contains("cloud"))
+    });
     ks.sort();
     ks.pop().expect("no /boot/vmlinuz-*cloud* kernel: apt-get install linux-image-cloud-amd64 (.ci/run does)")
 }
@@ -448,7 +469,8 @@ fn processor_of(pid: i32, tid: i32) -> Option<u32> {
 fn a_qemu_guest_aware_vcpu0_runs_on_the_fast_cpu_found_by_qmp_and_by_names() {
     let _s = serial();
     require_machine();
-    let qemu = which("qemu-system-x86_64").expect("no qemu-system-x86_64: apt-get install qemu-system-x86 (.ci/run does)");
+    let qemu =
+        which("qemu-system-x86_64").expect("no qemu-system-x86_64: apt-get install qemu-system-x86 (.ci/run does)");
     let kernel = cloud_kernel();
     let d = tempfile::tempdir().unwrap();
     let initrd = initramfs(d.path());
@@ -474,7 +496,11 @@ fn a_qemu_guest_aware_vcpu0_runs_on_the_fast_cpu_found_by_qmp_and_by_names() {
     let booted = wait_for(Duration::from_secs(240), || {
         std::fs::read_to_string(&console).unwrap_or_default().contains("AMPSCHED_LOOPS_STARTED")
     });
-    assert!(booted, "guest did not start its loops in 240 s; console:\n{}", std::fs::read_to_string(&console).unwrap_or_default());
+    assert!(
+        booted,
+        "guest did not start its loops in 240 s; console:\n{}",
+        std::fs::read_to_string(&console).unwrap_or_default()
+    );
     let vcpus = ampsched_agent::qmp::query_vcpus(&sock).unwrap();
     assert_eq!(vcpus.len(), 2);
     let vcpu0 = vcpus[0].thread_id;
@@ -510,7 +536,11 @@ fn a_qemu_guest_aware_vcpu0_runs_on_the_fast_cpu_found_by_qmp_and_by_names() {
     let _hog = start_hog();
     let orig = get_affinity(vcpu0).unwrap();
     let cfg = d.path().join("qmp.toml");
-    std::fs::write(&cfg, format!("fast = \"0\"\n[[target]]\nname = \"vm\"\nqmp = \"{}\"\nfast_vcpus = [0]\n", sock.display())).unwrap();
+    std::fs::write(
+        &cfg,
+        format!("fast = \"0\"\n[[target]]\nname = \"vm\"\nqmp = \"{}\"\nfast_vcpus = [0]\n", sock.display()),
+    )
+    .unwrap();
     let state = d.path().join("s1.json");
     let mut agent = Guard(
         Command::new(ampsched())

@@ -248,7 +248,12 @@ pub fn restore(a: RestoreArgs) -> Result<(), String> {
     );
     if !r.failed.is_empty() {
         let list: Vec<String> = r.failed.iter().map(|(t, e)| format!("{t}: {e}")).collect();
-        return Err(format!("{} thread(s) not restored ({}); {} kept", r.failed.len(), list.join("; "), path.display()));
+        return Err(format!(
+            "{} thread(s) not restored ({}); {} kept",
+            r.failed.len(),
+            list.join("; "),
+            path.display()
+        ));
     }
     Ok(())
 }

@@ -12,10 +12,9 @@ use std::time::{Duration, Instant};
 fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> Result<T, String> {
     match args.iter().position(|a| a == name) {
         None => Ok(default),
-        Some(i) => args
-            .get(i + 1)
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| format!("{name}: expected a number after it")),
+        Some(i) => {
+            args.get(i + 1).and_then(|v| v.parse().ok()).ok_or_else(|| format!("{name}: expected a number after it"))
+        }
     }
 }
 
@@ -39,7 +38,10 @@ fn run() -> Result<(), String> {
         }
         let p = libc::sched_param { sched_priority: prio };
         if libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) != 0 {
-            return Err(format!("cannot become SCHED_FIFO {prio} (root or CAP_SYS_NICE needed): {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "cannot become SCHED_FIFO {prio} (root or CAP_SYS_NICE needed): {}",
+                std::io::Error::last_os_error()
+            ));
         }
     }
     println!("ampsched-hog pid {} cpu {cpu} spin {:?} sleep {:?}", std::process::id(), spin, sleep);

@@ -81,7 +81,9 @@ impl Args {
     fn get<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, String> {
         match self.0.iter().position(|a| a == name) {
             None => Ok(None),
-            Some(i) => self.0.get(i + 1).and_then(|v| v.parse().ok()).map(Some).ok_or(format!("{name}: bad or missing value")),
+            Some(i) => {
+                self.0.get(i + 1).and_then(|v| v.parse().ok()).map(Some).ok_or(format!("{name}: bad or missing value"))
+            }
         }
     }
     fn str(&self, name: &str) -> Option<String> {
@@ -102,7 +104,14 @@ fn trim(v: &mut Vec<u64>, len: usize) {
     v.resize(len.max(1), 0);
 }
 
-fn report(mode: &str, threads: usize, elapsed: Duration, mut on: Vec<u64>, mut n: Vec<u64>, extra: serde_json::Value) -> serde_json::Value {
+fn report(
+    mode: &str,
+    threads: usize,
+    elapsed: Duration,
+    mut on: Vec<u64>,
+    mut n: Vec<u64>,
+    extra: serde_json::Value,
+) -> serde_json::Value {
     let used = n.iter().rposition(|x| *x > 0).map(|i| i + 1).unwrap_or(1);
     trim(&mut on, used);
     trim(&mut n, used);
