@@ -48,6 +48,9 @@ enum Cmd {
         /// Print no table.
         #[arg(long)]
         quiet: bool,
+        /// Write a Perfetto trace (open it in ui.perfetto.dev); several runs write FILE.seedN (one per seed).
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
     },
     /// List every dispatcher and placer with its parameters and defaults.
     Policies,
@@ -105,6 +108,7 @@ fn cmd_sim(
     json: Option<PathBuf>,
     jobs: usize,
     quiet: bool,
+    trace: Option<PathBuf>,
 ) -> Result<(), String> {
     let lib = Library::builtin();
     let sc = Scenario::load(&path, &lib).map_err(|e| e.to_string())?;
@@ -120,7 +124,9 @@ fn cmd_sim(
     let jobs_v: Vec<Job> = (0..n as u64)
         .map(|i| Job { scenario: &sc, seed: first + i, dispatcher: d.clone(), placer: p.clone() })
         .collect();
-    let results = if jobs_v.len() == 1 {
+    let results = if let Some(t) = &trace {
+        traced_runs(&jobs_v, t)?
+    } else if jobs_v.len() == 1 {
         vec![run_one(&jobs_v[0])]
     } else {
         run_all(&jobs_v, jobs, progress_bar(std::io::stderr().is_terminal()))
@@ -141,6 +147,30 @@ fn cmd_sim(
         }
     }
     Ok(())
+}
+
+/// Run jobs one by one, each with a Perfetto trace written next to `path` (`path` itself for one run).
+fn traced_runs(
+    jobs: &[Job],
+    path: &std::path::Path,
+) -> Result<Vec<Result<ampsched_sim::RunResult, ampsched_sim::ScenarioError>>, String> {
+    let mut out = Vec::new();
+    for j in jobs {
+        let (r, bytes) = match ampsched_sim::trace::run_traced(j, Default::default()) {
+            Ok(x) => x,
+            Err(e) => return Err(e.to_string()),
+        };
+        let file = if jobs.len() == 1 {
+            path.to_path_buf()
+        } else {
+            let mut name = path.file_name().unwrap_or_default().to_os_string();
+            name.push(format!(".seed{}", j.seed));
+            path.with_file_name(name)
+        };
+        std::fs::write(&file, bytes).map_err(|e| format!("{}: cannot write the trace: {e}", file.display()))?;
+        out.push(Ok(r));
+    }
+    Ok(out)
 }
 
 fn cmd_policies() {
@@ -245,8 +275,8 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Sim { scenario, dispatcher, placer, seed, runs, json, jobs, quiet } => {
-            cmd_sim(scenario, dispatcher, placer, seed, runs, json, jobs, quiet)
+        Cmd::Sim { scenario, dispatcher, placer, seed, runs, json, jobs, quiet, trace } => {
+            cmd_sim(scenario, dispatcher, placer, seed, runs, json, jobs, quiet, trace)
         }
         Cmd::Policies => {
             cmd_policies();

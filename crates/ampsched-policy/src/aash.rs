@@ -776,4 +776,12 @@ impl Dispatcher for Aash {
         ]);
         c
     }
+
+    fn credit(&self, t: TaskId) -> Option<i64> {
+        self.cr.credit(t)
+    }
+
+    fn runq_len(&self, cpu: CpuId) -> Option<u32> {
+        self.cr.runq_len(cpu)
+    }
 }

@@ -934,6 +934,14 @@ impl Dispatcher for Credit {
             ("accountings", self.stats.accountings as f64),
         ]
     }
+
+    fn credit(&self, t: TaskId) -> Option<i64> {
+        self.vc.get(t.idx()).map(|v| v.credit as i64)
+    }
+
+    fn runq_len(&self, cpu: CpuId) -> Option<u32> {
+        self.runq.get(cpu.idx()).map(|q| q.len() as u32)
+    }
 }
 
 #[cfg(test)]

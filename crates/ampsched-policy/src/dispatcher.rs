@@ -127,4 +127,12 @@ pub trait Dispatcher: Send {
     fn counters(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+    /// Trace probe (read only, called only when a trace is recorded): a task's credit balance, if the policy has one.
+    fn credit(&self, _t: TaskId) -> Option<i64> {
+        None
+    }
+    /// Trace probe: tasks waiting in `cpu`'s runqueue (not the running one), if the policy keeps per-CPU queues.
+    fn runq_len(&self, _cpu: CpuId) -> Option<u32> {
+        None
+    }
 }

@@ -527,6 +527,10 @@ impl Dispatcher for Fair {
             ("affinity_moves", self.stats.affinity_moves as f64),
         ]
     }
+
+    fn runq_len(&self, cpu: CpuId) -> Option<u32> {
+        self.rq.get(cpu.idx()).map(|q| q.len() as u32)
+    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@
 
 use crate::results::{ClassTimes, CpuResult, DomainResult, RunResult, SeriesPoint, TaskResult};
 use crate::scenario::{DomainChange, Stop};
+use crate::trace::{Sample, TraceOptions, TraceRecorder, TraceSink};
 use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, NoiseSpec, Op, Program, Schedule, TaskId, Topology, Wait};
 use ampsched_policy::{
     AffinityChange, CpuSample, Dispatcher, DomainSample, DomainView, Effects, Placer, Snapshot, SysView, TaskSample,
@@ -188,6 +189,8 @@ enum Ev {
     Place,
     Stats,
     Domain(usize),
+    /// Sample the trace's counter tracks (traced runs only; not counted in `events`).
+    TraceSample,
     End,
 }
 
@@ -269,6 +272,8 @@ pub struct Sim {
     placer_changes: u64,
     finished: bool,
     truncated: bool,
+    /// Perfetto trace recorder (`None`: not tracing, the hot path only tests this).
+    trace: Option<Box<TraceRecorder>>,
 }
 
 const EPS: f64 = 1e-6;
@@ -408,6 +413,7 @@ impl Sim {
             placer_changes: 0,
             finished: false,
             truncated: false,
+            trace: None,
         }
     }
 
@@ -468,6 +474,76 @@ impl Sim {
             self.drain();
         }
         self.finish()
+    }
+
+    /// Run to the stop condition recording a Perfetto trace (see `trace`): the
+    /// results (the same as `run`'s) and the trace bytes.
+    pub fn run_traced(mut self, opts: TraceOptions) -> (RunResult, Vec<u8>) {
+        let n_fast = self.cpus.iter().filter(|c| c.fast).count() as u32;
+        let sink = TraceSink::default();
+        let mut tr = TraceRecorder::new(&self.domains, &self.views, self.cpus.len(), n_fast, opts, sink.clone());
+        for (i, c) in self.cpus.iter().enumerate() {
+            tr.frequency(Nanos::ZERO, CpuId(i as u32), c.speed * (1.0 - c.noise));
+        }
+        // `run` wakes every task with work at time 0.
+        for (i, t) in self.tasks.iter().enumerate() {
+            if !t.idle_vcpu {
+                tr.waking(Nanos::ZERO, CpuId(0), TaskId(i as u32));
+            }
+        }
+        self.push(opts.sample_period, Ev::TraceSample);
+        self.trace = Some(Box::new(tr));
+        let r = self.run();
+        (r, sink.take())
+    }
+
+    /// A CPU switches to `t` (traced runs only).
+    fn trace_switch(&mut self, c: CpuId, t: Option<TaskId>) {
+        let prev = self.cpus[c.idx()].curr;
+        if prev == t {
+            return;
+        }
+        let state = match prev.map(|p| self.tasks[p.idx()].st) {
+            Some(St::Blocked) => 1,
+            Some(St::Done) => 2,
+            _ => 0,
+        };
+        if let Some(tr) = self.trace.as_deref_mut() {
+            tr.switch(self.now, c, prev, state, t);
+        }
+    }
+
+    /// Sample the trace's counter tracks and schedule the next sample (traced runs only).
+    fn trace_sample(&mut self) {
+        let now = self.now;
+        let fast = self.topo.fast_class;
+        let credit: Vec<Option<i64>> = (0..self.tasks.len())
+            .map(|i| if self.tasks[i].idle_vcpu { None } else { self.disp.credit(TaskId(i as u32)) })
+            .collect();
+        let runq: Vec<Option<u32>> = (0..self.cpus.len()).map(|c| self.disp.runq_len(CpuId(c as u32))).collect();
+        let mut fast_ns = vec![0u64; self.domains.len()];
+        for t in &self.tasks {
+            let mut v = t.run_by_class[fast];
+            if let St::Running(c) = t.st {
+                if self.cpus[c.idx()].class == fast {
+                    v += (now - t.seg_start).0;
+                }
+            }
+            fast_ns[t.domain.idx()] += v;
+        }
+        let counters = self.disp.counters();
+        let sample = Sample {
+            credit: &credit,
+            runq: &runq,
+            fast_ns: &fast_ns,
+            active: &self.dom_active,
+            counters: &counters,
+            placer_changes: self.placer_changes,
+        };
+        let Some(tr) = self.trace.as_deref_mut() else { return };
+        tr.sample(now, &sample);
+        let p = tr.period();
+        self.push(now + p, Ev::TraceSample);
     }
 
     fn noise_len(&mut self, c: usize, on: bool) -> Nanos {
@@ -573,10 +649,17 @@ impl Sim {
                 if let Some(t) = self.cpus[ci].curr {
                     self.replan(t);
                 }
+                if let Some(tr) = self.trace.as_deref_mut() {
+                    tr.frequency(self.now, c, self.cpus[ci].speed * (1.0 - self.cpus[ci].noise));
+                }
                 let d = self.noise_len(ci, on);
                 self.push(self.now + d, Ev::Noise(c));
             }
             Ev::Place => self.run_placer(),
+            Ev::TraceSample => {
+                self.events_done -= 1;
+                self.trace_sample();
+            }
             Ev::Stats => {
                 self.sample_series();
                 self.push(self.now + self.stats_interval, Ev::Stats);
@@ -723,6 +806,9 @@ impl Sim {
 
     fn set_curr(&mut self, c: CpuId, t: Option<TaskId>) {
         let ci = c.idx();
+        if self.trace.is_some() {
+            self.trace_switch(c, t);
+        }
         let was_busy = self.cpus[ci].curr.is_some();
         let busy = t.is_some();
         if was_busy != busy {
@@ -910,6 +996,9 @@ impl Sim {
     }
 
     fn wake(&mut self, t: TaskId) {
+        if let Some(tr) = self.trace.as_deref_mut() {
+            tr.waking(self.now, self.tasks[t.idx()].last_cpu.unwrap_or(CpuId(0)), t);
+        }
         self.set_state(t, St::Runnable);
         let mut fx = std::mem::take(&mut self.fx);
         self.disp.wake(&view!(self), t, &mut fx);
@@ -1336,6 +1425,9 @@ impl Sim {
     }
 
     fn finish(mut self) -> RunResult {
+        if let Some(tr) = self.trace.take() {
+            tr.finish();
+        }
         let now = self.now;
         for i in 0..self.tasks.len() {
             let t = TaskId(i as u32);

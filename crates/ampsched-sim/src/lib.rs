@@ -7,6 +7,7 @@ pub mod library;
 pub mod results;
 pub mod runner;
 pub mod scenario;
+pub mod trace;
 
 pub use engine::{Sim, SimConfig, TaskInit};
 pub use library::Library;

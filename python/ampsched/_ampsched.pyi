@@ -1,0 +1,26 @@
+"""Typed stubs of the native module (Rust, PyO3): translation only."""
+
+SCHEMA: str
+
+class AmpschedError(ValueError):
+    """A bad scenario, policy, parameter or file (the message names the file, line and field)."""
+
+def simulate(
+    scenario: str,
+    is_path: bool,
+    dispatcher: str | None = None,
+    dispatcher_params: str | None = None,
+    placer: str | None = None,
+    placer_params: str | None = None,
+    seed: int | None = None,
+    runs: int | None = None,
+    trace: bool = False,
+    trace_period_ms: float = 10.0,
+) -> tuple[str, list[bytes]]:
+    """Simulate; returns the ``ampsched.sim/1`` JSON text and one Perfetto trace per run when ``trace``."""
+
+def policies_json() -> str:
+    """Every dispatcher and placer with its parameters, as JSON."""
+
+def models_json() -> str:
+    """The workload model library, as JSON."""
