@@ -7,7 +7,7 @@
 //! state = "/run/ampsched/state.json"
 //! metrics = "127.0.0.1:9464"     # loopback only
 //! log = "/var/log/ampsched/decisions.jsonl"
-//! rescan_ms = 250                # how often new processes / VMs are looked for
+//! rescan_ms = 500                # how often new processes / VMs are looked for
 //!
 //! [placer]                       # or: placer = "aash"
 //! name = "aash"                  # parameters as in `ampsched policies`

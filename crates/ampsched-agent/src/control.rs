@@ -57,7 +57,7 @@ use std::time::Duration;
 /// Default control period, ms (one credit accounting period, as AASH).
 pub const DEFAULT_PERIOD_MS: f64 = 30.0;
 /// Default interval between rescans for new processes and VMs, ms.
-pub const DEFAULT_RESCAN_MS: f64 = 250.0;
+pub const DEFAULT_RESCAN_MS: f64 = 500.0;
 /// How long launched commands get to exit after the agent forwards a signal.
 pub const CHILD_GRACE: Duration = Duration::from_secs(5);
 
@@ -191,6 +191,9 @@ struct Thread {
     stat: ProcFile,
     sched: ProcFile,
     last_run: u64,
+    last_sched: (u64, u64, u64),
+    state: char,
+    processor: u32,
     starttime: u64,
     original: CpuSet,
     cur: CpuSet,
@@ -215,6 +218,7 @@ pub struct Agent {
     domains: Vec<Domain>,
     threads: BTreeMap<TaskId, Thread>,
     by_tid: HashMap<i32, TaskId>,
+    pstat: HashMap<i32, ProcFile>,
     next_task: u32,
     known_vms: HashSet<i32>,
     period: Nanos,
@@ -334,6 +338,7 @@ impl Agent {
             domains: Vec::new(),
             threads: BTreeMap::new(),
             by_tid: HashMap::new(),
+            pstat: HashMap::new(),
             next_task: 0,
             known_vms: HashSet::new(),
             period,
@@ -578,8 +583,10 @@ impl Agent {
         else {
             return;
         };
-        let Some(st) = stat.read().ok().and_then(parse_stat) else { return };
-        let last_run = sched.read().ok().and_then(parse_schedstat).map(|s| s.0).unwrap_or(0);
+        let Some(st) = stat.read().ok().and_then(parse_stat).filter(|s| s.state != 'Z' && s.state != 'X') else {
+            return;
+        };
+        let last_sched = sched.read().ok().and_then(parse_schedstat).unwrap_or_default();
         let Ok(cur_lin) = self.act.get(tid) else { return };
         let dom = &mut self.domains[di];
         let original = if dom.applied.contains(&cur_lin) && cur_lin != dom.base_mask && !dom.base_mask.is_empty() {
@@ -606,7 +613,10 @@ impl Agent {
                 vcpu,
                 stat,
                 sched,
-                last_run,
+                last_run: last_sched.0,
+                last_sched,
+                state: '?',
+                processor: st.processor,
                 starttime: st.starttime,
                 original,
                 cur,
@@ -628,6 +638,10 @@ impl Agent {
 
     /// List every domain's threads; add new ones, drop vanished ones; notice ended domains.
     fn refresh_threads(&mut self) {
+        let mut per_pid: HashMap<i32, usize> = HashMap::new();
+        for t in self.threads.values() {
+            *per_pid.entry(t.pid).or_insert(0) += 1;
+        }
         for di in 0..self.domains.len() {
             if !self.domains[di].alive {
                 continue;
@@ -639,10 +653,36 @@ impl Agent {
                 }
             }
             let mut want: Vec<(i32, i32, Option<u32>)> = Vec::new();
+            let mut alive_procs = 0;
             match &self.domains[di].kind {
                 DomKind::Proc { procs } => {
                     for &p in procs {
-                        want.extend(list_tids(&self.proc_root, p).into_iter().map(|t| (p, t, None)));
+                        // List the threads only when the process's thread count differs from the
+                        // number managed (a readdir per period costs more than one `stat`).
+                        let pstat = match self.pstat.entry(p) {
+                            std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
+                            std::collections::hash_map::Entry::Vacant(v) => {
+                                ProcFile::open(&self.proc_root.join(p.to_string()).join("stat"))
+                                    .ok()
+                                    .map(|f| v.insert(f))
+                            }
+                        };
+                        // A zombie whose threads all exited counts as gone.
+                        let n = pstat
+                            .and_then(|f| f.read().ok().and_then(parse_stat))
+                            .filter(|s| !(s.state == 'Z' && s.num_threads <= 1))
+                            .map(|s| s.num_threads);
+                        match n {
+                            None => {
+                                self.pstat.remove(&p);
+                            }
+                            Some(n) => {
+                                alive_procs += 1;
+                                if per_pid.get(&p).copied().unwrap_or(0) != n as usize {
+                                    want.extend(list_tids(&self.proc_root, p).into_iter().map(|t| (p, t, None)));
+                                }
+                            }
+                        }
                     }
                 }
                 DomKind::Vm { pid, vcpus, .. } => {
@@ -654,7 +694,7 @@ impl Agent {
             // A launched command that was reaped has no threads even if /proc still lists a zombie.
             let root_gone =
                 self.domains[di].exit.is_some() || !self.proc_root.join(self.domains[di].root.to_string()).exists();
-            if want.is_empty() && root_gone {
+            if want.is_empty() && alive_procs == 0 && root_gone {
                 self.domains[di].alive = false;
                 let ev =
                     json!({"event": "domain-gone", "domain": self.domains[di].id.0, "name": self.domains[di].name});
@@ -675,8 +715,10 @@ impl Agent {
     fn write_state(&mut self) -> Result<(), AgentError> {
         let live: HashSet<i32> = self.threads.values().map(|t| t.tid).collect();
         self.state_entries.retain(|e| live.contains(&e.tid));
+        // Every managed thread is recorded (not only the changed ones), so that one write
+        // covers a whole batch of new threads; restoring an unchanged thread is a no-op.
         for t in self.threads.values_mut() {
-            if t.touched && !t.in_state {
+            if !t.in_state {
                 t.in_state = true;
                 self.state_entries.push(StateEntry {
                     tid: t.tid,
@@ -723,20 +765,31 @@ impl Agent {
             d.threads = 0;
         }
         for (id, t) in self.threads.iter_mut() {
-            let run = t.sched.read().ok().and_then(parse_schedstat).map(|s| s.0);
-            let st = t.stat.read().ok().and_then(parse_stat);
-            let (Some(run), Some(st)) = (run, st) else {
+            let Some(ss) = t.sched.read().ok().and_then(parse_schedstat) else {
                 gone.push(*id);
                 continue;
             };
-            if st.state == 'Z' || st.state == 'X' {
+            // `stat` costs several times `schedstat`: read it only when the thread ran,
+            // waited or switched since the last period, or was runnable then. A thread
+            // that did none of these is still asleep on the same CPU.
+            if ss != t.last_sched || t.state == 'R' || t.state == '?' {
+                let Some(st) = t.stat.read().ok().and_then(parse_stat) else {
+                    gone.push(*id);
+                    continue;
+                };
+                t.state = st.state;
+                t.processor = st.processor;
+            }
+            if t.state == 'Z' || t.state == 'X' {
                 gone.push(*id);
                 continue;
             }
+            let run = ss.0;
             let delta = run.saturating_sub(t.last_run);
             t.last_run = run;
-            let cpu = self.d.topo_id(st.processor);
-            let runnable = st.state == 'R';
+            t.last_sched = ss;
+            let cpu = self.d.topo_id(t.processor);
+            let runnable = t.state == 'R';
             let mut by_class = vec![Nanos::ZERO; ncls];
             if let Some(c) = cpu {
                 let cls = topo.cpus[c.idx()].class;
@@ -884,6 +937,9 @@ impl Agent {
                     e.label()
                 }
             };
+            if self.log.is_none() {
+                continue;
+            }
             let ev = json!({"event": "change", "target": self.domains[di].name, "tid": tid, "task": task.0,
                             "mask": mask.to_list(), "linux_mask": lin.to_list(), "result": result});
             self.log(ev);

@@ -72,6 +72,8 @@ pub struct TaskStat {
     pub utime: u64,
     /// System time, clock ticks.
     pub stime: u64,
+    /// Threads in the process (field 20).
+    pub num_threads: u32,
     /// Start time after boot, clock ticks (with the tid, identifies the thread across pid reuse).
     pub starttime: u64,
     /// CPU it runs on or last ran on.
@@ -94,6 +96,7 @@ pub fn parse_stat(s: &str) -> Option<TaskStat> {
         ppid: f(4)?.parse().ok()?,
         utime: f(14)?.parse().ok()?,
         stime: f(15)?.parse().ok()?,
+        num_threads: f(20)?.parse().ok()?,
         starttime: f(22)?.parse().ok()?,
         processor: f(39)?.parse().ok()?,
         policy: f(41)?.parse().ok()?,
@@ -234,7 +237,7 @@ mod tests {
         let s = parse_stat(line).unwrap();
         assert_eq!(s.comm, "CPU 0/TCG) x (");
         assert_eq!((s.state, s.ppid, s.utime, s.stime), ('R', 4200, 1234, 56));
-        assert_eq!((s.starttime, s.processor, s.policy), (305749, 1, 0));
+        assert_eq!((s.starttime, s.processor, s.policy, s.num_threads), (305749, 1, 0, 1));
         assert!(parse_stat("4242 (cat) R 1 2").is_none());
     }
 

@@ -138,9 +138,12 @@ impl CpuSampler {
                     continue;
                 }
             };
-            let cpu = t.stat.read().ok().and_then(parse_stat).map(|s| s.processor);
             let d = run.saturating_sub(t.last_run);
             t.last_run = run;
+            if d == 0 {
+                continue;
+            }
+            let cpu = t.stat.read().ok().and_then(parse_stat).map(|s| s.processor);
             if let Some(i) = cpu.and_then(|c| self.linux_ids.iter().position(|l| *l == c)) {
                 rt_ns[i] += d;
             }

@@ -198,7 +198,9 @@ fn spinners() -> (Guard, Guard) {
         Command::new(WORKLOAD).args(["spin", "--threads", "3", "--secs", "60"]).stdout(Stdio::null()).spawn().unwrap(),
     );
     let b = Guard(Command::new(WORKLOAD).args(["spin", "--secs", "60"]).stdout(Stdio::null()).spawn().unwrap());
-    assert!(wait_for(Duration::from_secs(5), || list_tids(Path::new("/proc"), t.pid()).len() == 4));
+    // Main thread + workers, both processes, before anyone records affinities.
+    assert!(wait_for(Duration::from_secs(5), || list_tids(Path::new("/proc"), t.pid()).len() == 4
+        && list_tids(Path::new("/proc"), b.pid()).len() == 2));
     (t, b)
 }
 
@@ -254,9 +256,9 @@ fn restore_after_sigterm_and_after_kill9_then_restore() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("did not exit cleanly"), "{}", out_text(&o));
     let o = Command::new(ampsched()).args(["restore", "--state", state.to_str().unwrap()]).output().unwrap();
     assert!(o.status.success(), "{}", out_text(&o));
-    // The 3 spinning threads were changed; the main thread waits in join (inactive: the
-    // all-CPU mask, which is its original) and was never touched.
-    assert!(String::from_utf8_lossy(&o.stdout).contains("restored 3 thread(s)"), "{}", out_text(&o));
+    // The state file records every managed thread (3 spinners, changed, and the main
+    // thread waiting in join, unchanged): all 4 get their original back.
+    assert!(String::from_utf8_lossy(&o.stdout).contains("restored 4 thread(s)"), "{}", out_text(&o));
     assert_eq!(affinities(target.pid()), original, "not restored by `ampsched restore`");
     assert_eq!(affinities(bystander.pid()), by_original);
     assert!(!state.exists());
