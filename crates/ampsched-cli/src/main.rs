@@ -3,9 +3,12 @@
 use ampsched_model::spec::{Params, PolicySpec};
 use ampsched_policy::{DISPATCHERS, PLACERS};
 use ampsched_sim::bench;
+use ampsched_sim::experiment::parse_override;
+use ampsched_sim::reproduce;
 use ampsched_sim::runner::{run_all, run_one, Job};
 use ampsched_sim::{Library, Scenario, SimOutput, SCHEMA};
 use clap::{Parser, Subcommand};
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,9 +51,32 @@ enum Cmd {
         /// Print no table.
         #[arg(long)]
         quiet: bool,
+        /// Set a scenario variable (`[vars]`), e.g. --set program=mcf; repeatable.
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
         /// Write a Perfetto trace (open it in ui.perfetto.dev); several runs write FILE.seedN (one per seed).
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
+    },
+    /// Reproduce a study: run its experiment files and write summary.json, report.md, report.html and figures.
+    Reproduce {
+        /// Study: aash.
+        study: String,
+        /// Output directory (default: results/<study>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Worker threads (0 = all cores).
+        #[arg(long, default_value_t = 0)]
+        jobs: usize,
+        /// Read the experiment files from DIR/<study>/ instead of the built-in copies.
+        #[arg(long, value_name = "DIR")]
+        scenarios: Option<PathBuf>,
+        /// Only experiments whose name contains this; repeatable.
+        #[arg(long)]
+        only: Vec<String>,
+        /// Seeds per case and policy (default: each file's).
+        #[arg(long)]
+        seeds: Option<u32>,
     },
     /// List every dispatcher and placer with its parameters and defaults.
     Policies,
@@ -98,8 +124,8 @@ fn progress_bar(enabled: bool) -> impl Fn(usize, usize) + Sync {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn cmd_sim(
+/// The options of `ampsched sim`.
+struct SimArgs {
     path: PathBuf,
     dispatcher: Option<String>,
     placer: Option<String>,
@@ -108,10 +134,19 @@ fn cmd_sim(
     json: Option<PathBuf>,
     jobs: usize,
     quiet: bool,
+    set: Vec<String>,
     trace: Option<PathBuf>,
-) -> Result<(), String> {
+}
+
+fn cmd_sim(a: SimArgs) -> Result<(), String> {
+    let SimArgs { path, dispatcher, placer, seed, runs, json, jobs, quiet, set, trace } = a;
     let lib = Library::builtin();
-    let sc = Scenario::load(&path, &lib).map_err(|e| e.to_string())?;
+    let mut vars = BTreeMap::new();
+    for s in &set {
+        let (k, v) = parse_override(s).map_err(|e| format!("--set {e}"))?;
+        vars.insert(k, v);
+    }
+    let sc = Scenario::load_with(&path, &lib, &vars).map_err(|e| e.to_string())?;
     let d = policy_override(dispatcher, &sc.dispatcher);
     let p = policy_override(placer, &sc.placer);
     let first = seed.unwrap_or(sc.seed);
@@ -146,6 +181,23 @@ fn cmd_sim(
             std::fs::write(&out, text + "\n").map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
         }
     }
+    Ok(())
+}
+
+fn cmd_reproduce(study: String, out: Option<PathBuf>, opts: reproduce::Options) -> Result<(), String> {
+    let out = out.unwrap_or_else(|| PathBuf::from("results").join(&study));
+    let t0 = Instant::now();
+    let report = reproduce::run_to_dir(&study, &opts, &out, progress_bar(std::io::stderr().is_terminal()))
+        .map_err(|e| e.to_string())?;
+    println!(
+        "{}: {} experiments, {} summary rows, {} figures in {:.1} s -> {}",
+        study,
+        report.sections.len(),
+        report.rows.len(),
+        report.figures().count(),
+        t0.elapsed().as_secs_f64(),
+        out.join("report.html").display()
+    );
     Ok(())
 }
 
@@ -275,8 +327,11 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Sim { scenario, dispatcher, placer, seed, runs, json, jobs, quiet, trace } => {
-            cmd_sim(scenario, dispatcher, placer, seed, runs, json, jobs, quiet, trace)
+        Cmd::Sim { scenario, dispatcher, placer, seed, runs, json, jobs, quiet, set, trace } => {
+            cmd_sim(SimArgs { path: scenario, dispatcher, placer, seed, runs, json, jobs, quiet, set, trace })
+        }
+        Cmd::Reproduce { study, out, jobs, scenarios, only, seeds } => {
+            cmd_reproduce(study, out, reproduce::Options { jobs, scenarios, only, seeds })
         }
         Cmd::Policies => {
             cmd_policies();

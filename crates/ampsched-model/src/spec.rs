@@ -101,6 +101,12 @@ pub struct ScenarioSpec {
     /// Timed changes to domains.
     #[serde(rename = "event", default)]
     pub events: Vec<EventSpec>,
+    /// Variable defaults (`${name}` references are substituted before parsing; see `ampsched_sim::experiment`).
+    #[serde(default, skip_serializing)]
+    pub vars: Option<serde::de::IgnoredAny>,
+    /// What `ampsched reproduce` compares on this scenario (read by `ampsched_sim::experiment`).
+    #[serde(default, skip_serializing)]
+    pub experiment: Option<serde::de::IgnoredAny>,
 }
 
 /// Stop condition: a fixed duration, or when every program is done (bounded by `max_s`).

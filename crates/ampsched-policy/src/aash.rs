@@ -25,7 +25,13 @@
 //!   period) gets the rest of the period's fast credits and the two swap.
 //! - **Fast never idle** (mechanism 2). A waking vCPU takes an idle fast CPU;
 //!   a fast CPU about to idle steals first, from slow CPUs' queues first;
-//!   failing that it pulls a vCPU running on a slow CPU. Such a vCPU
+//!   failing that it pulls a vCPU running on a slow CPU — at that slow
+//!   CPU's next tick (`pull = tick`, default: Xen moves a running vCPU only
+//!   from its pCPU's tick, via cpu_pick), or at once (`pull = immediate`).
+//!   So a fast CPU idles at most one tick (10 ms) while a slow CPU runs a
+//!   vCPU, and never while one waits. Pulling at once costs a cache refill
+//!   every time a barrier-synchronised program's fast thread waits for the
+//!   others (the aash-single-vm experiment shows it). Such a vCPU
 //!   "borrows" the fast CPU: it stays there until a granted vCPU wants the
 //!   CPU back (then it is kicked to a slow CPU) or the next accounting. A
 //!   slow CPU never steals from a fast CPU while a fast CPU is idle.
@@ -35,8 +41,9 @@
 //! every pick in debug builds); at most `n_fast` grants; grants change only
 //! at accounting and at expiry, so outside blocking and stealing a vCPU
 //! moves fast↔slow at most once per accounting period; with fast_never_idle
-//! a fast CPU is never left idle while a slow CPU runs or queues a vCPU it
-//! may run (asserted after each pick). Units: ns; credits as in credit.rs.
+//! a fast CPU is never left idle while a slow CPU queues a vCPU it may run
+//! (asserted after each pick), nor longer than a tick while one runs it.
+//! Units: ns; credits as in credit.rs.
 //! Steal order departs from credit's NUMA order on purpose (slow peers
 //! first, as the paper's "preferably fast" stealing).
 
@@ -61,7 +68,19 @@ pub const AASH_PARAMS: &[ParamDoc] = aash_param_docs!(
         default: "0",
         doc: "a vCPU that ran within this time is cache-hot and not stolen"
     },
+    ParamDoc {
+        name: "pull",
+        default: "tick",
+        doc:
+            "when an idle fast CPU takes a vCPU RUNNING on a slow CPU: tick (that CPU's next tick, as Xen) | immediate"
+    },
 );
+
+/// Default of `pull`: Xen moves a running vCPU only at its pCPU's tick (csched_tick → cpu_pick),
+/// so a fast CPU idles at most one tick before a running slow vCPU comes over; waiting vCPUs
+/// are stolen at once either way. `immediate` pulls at once and pays a cache refill each time
+/// a barrier-synchronised program's fast thread waits.
+const DEFAULT_PULL: &str = "tick";
 
 /// Tunables of `aash`.
 #[derive(Clone, Debug)]
@@ -70,6 +89,8 @@ pub struct AashParams {
     pub credit: CreditParams,
     /// AASH mechanism switches and the fast CPU set.
     pub sw: AashSwitches,
+    /// Pull vCPUs running on slow CPUs at once (else at that CPU's tick).
+    pub pull_immediate: bool,
 }
 
 impl AashParams {
@@ -77,7 +98,8 @@ impl AashParams {
     pub fn from_params(policy: &str, params: &Params, topo: &Topology) -> Result<AashParams, PolicyError> {
         let credit = CreditParams::from_params(policy, Profile::Current, params, AASH_PARAMS)?;
         let r = ParamReader::new(policy, params, AASH_PARAMS)?;
-        Ok(AashParams { credit, sw: read_switches(&r, params, topo)? })
+        let pull_immediate = r.choice("pull", DEFAULT_PULL, &["tick", "immediate"])? == "immediate";
+        Ok(AashParams { credit, sw: read_switches(&r, params, topo)?, pull_immediate })
     }
 }
 
@@ -101,6 +123,7 @@ pub struct AashStats {
 /// The `aash` dispatcher.
 pub struct Aash {
     sw: AashSwitches,
+    pull_immediate: bool,
     cr: Credit,
     fast: CpuSet,
     slow: CpuSet,
@@ -156,6 +179,7 @@ impl Aash {
             fast,
             tslice: p.credit.tslice,
             sw: p.sw,
+            pull_immediate: p.pull_immediate,
             granted: Vec::new(),
             borrowed: Vec::new(),
             fbudget: Vec::new(),
@@ -317,8 +341,9 @@ impl Aash {
         }
     }
 
-    /// Kick borrowers for waiting granted vCPUs; fill idle fast CPUs.
-    fn rebalance(&mut self, v: &SysView, fx: &mut Effects) {
+    /// Kick borrowers for waiting granted vCPUs; fill idle fast CPUs (with a vCPU
+    /// running on a slow CPU only if it runs on `tick_cpu`, or with `pull = immediate`).
+    fn rebalance(&mut self, v: &SysView, fx: &mut Effects, tick_cpu: Option<CpuId>) {
         let fast: Vec<CpuId> = self.fast.iter().collect();
         // A granted vCPU waits (queued) while a fast CPU runs a vCPU without a grant.
         for &c in &fast {
@@ -390,6 +415,9 @@ impl Aash {
             // A vCPU running on a slow CPU, next in line first.
             let mut best: Option<((u32, TaskId), TaskId, CpuId)> = None;
             for s in self.slow.iter() {
+                if !self.pull_immediate && tick_cpu != Some(s) {
+                    continue;
+                }
                 let Some(u) = v.curr[s.idx()] else { continue };
                 if self.wide[u.idx()].affinity.contains(c) && self.moving[u.idx()].is_none() {
                     let key = (self.rank[u.idx()], u);
@@ -633,7 +661,7 @@ impl Dispatcher for Aash {
             }
         }
         through!(self, eff, v, |ev| self.cr.wake(&ev, t, fx));
-        self.rebalance(v, fx);
+        self.rebalance(v, fx, None);
     }
 
     fn block(&mut self, v: &SysView, t: TaskId, cpu: CpuId, fx: &mut Effects) {
@@ -657,7 +685,7 @@ impl Dispatcher for Aash {
                 self.expire(v, t, cpu, fx);
             }
         }
-        self.rebalance(v, fx);
+        self.rebalance(v, fx, Some(cpu));
     }
 
     fn account(&mut self, v: &SysView, fx: &mut Effects) {
@@ -669,7 +697,7 @@ impl Dispatcher for Aash {
         through!(self, eff, v, |ev| self.cr.account(&ev, fx));
         self.next_acct = v.now + self.tslice;
         self.distribute(v, fx);
-        self.rebalance(v, fx);
+        self.rebalance(v, fx, None);
     }
 
     fn pick_next(
@@ -749,7 +777,7 @@ impl Dispatcher for Aash {
         let mut curr = v.curr.to_vec();
         curr[ci] = next;
         let pv = SysView { now, topo: v.topo, tasks: v.tasks, domains: v.domains, curr: &curr };
-        self.rebalance(&pv, fx);
+        self.rebalance(&pv, fx, None);
         self.check(v, cpu, next);
         Pick { task: next, slice: if next.is_some() { self.tslice } else { Nanos::MAX } }
     }
@@ -757,7 +785,7 @@ impl Dispatcher for Aash {
     fn affinity_changed(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
         self.refresh(v, t);
         through!(self, eff, v, |ev| self.cr.affinity_changed(&ev, t, fx));
-        self.rebalance(v, fx);
+        self.rebalance(v, fx, None);
     }
 
     fn domain_changed(&mut self, v: &SysView, d: DomainId, fx: &mut Effects) {

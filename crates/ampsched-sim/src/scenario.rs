@@ -12,6 +12,7 @@ use ampsched_model::spec::{CoschedType, DomainSpec, Params, PolicySpec, Priority
 use ampsched_model::topology::CacheSpec;
 use ampsched_model::{CpuClass, CpuId, CpuInfo, CpuSet, DomainId, ModelError, Nanos, NoiseSpec, Program, Topology};
 use ampsched_policy::{dispatcher_by_name, placer_by_name, DomainView};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
@@ -217,6 +218,11 @@ fn locate(text: &str, path: &str) -> Option<usize> {
 impl Scenario {
     /// Load a scenario file.
     pub fn load(path: &Path, lib: &Library) -> Result<Scenario, ScenarioError> {
+        Scenario::load_with(path, lib, &BTreeMap::new())
+    }
+
+    /// Load a scenario file with variable values overriding its `[vars]` defaults.
+    pub fn load_with(path: &Path, lib: &Library, set: &BTreeMap<String, toml::Value>) -> Result<Scenario, ScenarioError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
             file: file.clone(),
@@ -226,11 +232,24 @@ impl Scenario {
             msg: format!("cannot read the scenario file: {e}"),
         })?;
         let stem = path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
-        Scenario::parse(&text, &file, &stem, lib)
+        Scenario::parse_with(&text, &file, &stem, lib, set)
     }
 
     /// Parse scenario text; `file` names it in errors, `default_name` is used when it has no name.
+    /// Variables take their `[vars]` defaults.
     pub fn parse(text: &str, file: &str, default_name: &str, lib: &Library) -> Result<Scenario, ScenarioError> {
+        Scenario::parse_with(text, file, default_name, lib, &BTreeMap::new())
+    }
+
+    /// Parse scenario text with variable values `set` overriding the file's `[vars]` defaults.
+    pub fn parse_with(
+        text: &str,
+        file: &str,
+        default_name: &str,
+        lib: &Library,
+        set: &BTreeMap<String, toml::Value>,
+    ) -> Result<Scenario, ScenarioError> {
+        let text = &crate::experiment::substitute(text, file, set)?;
         let spec: ScenarioSpec = toml::from_str(text).map_err(|e| {
             let (line, col) =
                 e.span().map(|s| line_col(text, s.start)).map(|(l, c)| (Some(l), Some(c))).unwrap_or((None, None));
