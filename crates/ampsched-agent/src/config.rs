@@ -337,6 +337,15 @@ qemu = "all"
     }
 
     #[test]
+    fn the_shipped_example_is_valid() {
+        let text = include_str!("../../../examples/agent/agent.toml");
+        let c = parse(text, "examples/agent/agent.toml").unwrap();
+        assert_eq!(c.targets.len(), 4);
+        assert_eq!(c.fast.unwrap().to_list(), "0-3");
+        assert_eq!(c.metrics.as_deref(), Some("127.0.0.1:9464"));
+    }
+
+    #[test]
     fn errors_name_the_place_and_what_is_allowed() {
         let e = parse("period_ms = 30\n[[target]]\nname = \"x\"\npdi = 4\n", "c.toml").unwrap_err().to_string();
         assert!(e.starts_with("c.toml:4:1: unknown field `pdi`"), "{e}");

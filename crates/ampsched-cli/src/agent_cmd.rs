@@ -239,6 +239,10 @@ pub fn agent(a: AgentArgs) -> Result<(), String> {
 /// Put back every affinity recorded in a state file.
 pub fn restore(a: RestoreArgs) -> Result<(), String> {
     let path = a.state.unwrap_or_else(state::default_path);
+    if !path.exists() {
+        println!("{}: no state file: nothing to restore", path.display());
+        return Ok(());
+    }
     let r = state::restore(&path, Path::new("/proc")).map_err(|e| e.to_string())?;
     println!(
         "restored {} thread(s); {} had exited; {} tid(s) now belong to other threads (left alone)",
