@@ -135,4 +135,8 @@ pub trait Dispatcher: Send {
     fn runq_len(&self, _cpu: CpuId) -> Option<u32> {
         None
     }
+    /// Dispatcher-specific sample streams for the results (name, values in ns), in a fixed order.
+    fn samples(&self) -> Vec<(&'static str, Vec<u64>)> {
+        Vec::new()
+    }
 }

@@ -8,14 +8,19 @@
 
 pub mod aash;
 pub mod aash_placer;
+pub mod bcs;
 pub mod capability;
+pub mod cds;
+pub mod cosched;
 pub mod credit;
+pub mod cs;
 pub mod dispatcher;
 pub mod fair;
 pub mod fastfirst;
 pub mod fastqueue;
 pub mod noop;
 pub mod params;
+pub mod pcs;
 pub mod placer;
 pub mod registry;
 #[cfg(test)]

@@ -43,6 +43,26 @@ pub const DISPATCHERS: &[PolicyInfo] = &[
         doc: "CFS-like fair dispatcher with a runqueue-length balancer: the asymmetry-unaware OS",
         params: crate::fair::FAIR_PARAMS,
     },
+    PolicyInfo {
+        name: "cs",
+        doc: "hybrid co-scheduling (VEE'09): credit + a CON vCPU's pick signals all pCPUs, one co-scheduled domain",
+        params: CREDIT_PARAMS,
+    },
+    PolicyInfo {
+        name: "cds",
+        doc: "co-descheduling: cs + descheduling a CON vCPU deschedules its running siblings",
+        params: CREDIT_PARAMS,
+    },
+    PolicyInfo {
+        name: "pcs",
+        doc: "partial co-scheduling: credit + signal only the pCPUs holding the CON domain's vCPUs",
+        params: CREDIT_PARAMS,
+    },
+    PolicyInfo {
+        name: "bcs",
+        doc: "boost co-scheduling: credit + a CON vCPU's pick raises its waiting siblings to COS (no signal)",
+        params: CREDIT_PARAMS,
+    },
 ];
 
 /// Default placer period: 30 ms, one credit accounting period.
@@ -88,6 +108,16 @@ pub fn dispatcher_by_name(name: &str, params: &Params, topo: &Topology) -> Resul
         }
         "fair" => Ok(Box::new(crate::fair::Fair::new(crate::fair::FairParams::from_params(name, params)?, topo))),
         "aash" => Ok(Box::new(crate::aash::Aash::new(crate::aash::AashParams::from_params(name, params, topo)?, topo))),
+        "cs" | "cds" | "pcs" | "bcs" => {
+            use crate::cosched::CoSched;
+            let p = CreditParams::from_params(name, Profile::Current, params, CREDIT_PARAMS)?;
+            Ok(match name {
+                "cs" => Box::new(CoSched::new("cs", crate::cs::Cs::default(), Credit::new("cs", p, topo))),
+                "cds" => Box::new(CoSched::new("cds", crate::cds::Cds::default(), Credit::new("cds", p, topo))),
+                "pcs" => Box::new(CoSched::new("pcs", crate::pcs::Pcs::default(), Credit::new("pcs", p, topo))),
+                _ => Box::new(CoSched::new("bcs", crate::bcs::Bcs::default(), Credit::new("bcs", p, topo))),
+            })
+        }
         _ => Err(unknown("dispatcher", name, DISPATCHERS)),
     }
 }

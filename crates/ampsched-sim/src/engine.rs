@@ -19,7 +19,7 @@
 //! Invariants (debug-asserted): a task runs on at most one CPU; a running
 //! task's CPU has it as `curr`; only runnable tasks are picked.
 
-use crate::results::{ClassTimes, CpuResult, DomainResult, RunResult, SeriesPoint, TaskResult};
+use crate::results::{ClassTimes, CounterPoint, CpuResult, DomainResult, RunResult, SeriesPoint, TaskResult};
 use crate::scenario::{DomainChange, Stop};
 use crate::trace::{Sample, TraceOptions, TraceRecorder, TraceSink};
 use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, NoiseSpec, Op, Program, Schedule, TaskId, Topology, Wait};
@@ -261,6 +261,7 @@ pub struct Sim {
     dom_active: Vec<u32>,
     dom_active_since: Vec<Nanos>,
     series: Vec<Vec<SeriesPoint>>,
+    counter_series: Vec<CounterPoint>,
     last_stats: Nanos,
     // fast CPU idle while a slow CPU is busy
     idle_fast: u32,
@@ -403,6 +404,7 @@ impl Sim {
             dom_active: vec![0; nd],
             dom_active_since: vec![Nanos::ZERO; nd],
             series: vec![Vec::new(); nd],
+            counter_series: Vec::new(),
             last_stats: Nanos::ZERO,
             idle_fast,
             busy_slow: 0,
@@ -1421,6 +1423,8 @@ impl Sim {
             self.ser_active_int[d] = 0.0;
             self.series[d].push(point);
         }
+        let values = self.disp.counters().into_iter().map(|(_, v)| v).collect();
+        self.counter_series.push(CounterPoint { t_ns: now.0, values });
         self.last_stats = now;
     }
 
@@ -1523,6 +1527,8 @@ impl Sim {
             fast_idle_slow_busy_ns: self.fisb_ns,
             placer_changes: self.placer_changes,
             dispatcher_counters: counters,
+            counter_series: std::mem::take(&mut self.counter_series),
+            dispatcher_samples: self.disp.samples().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
             tasks,
             domains,
             cpus,

@@ -84,6 +84,15 @@ pub struct SeriesPoint {
     pub migrations: u64,
 }
 
+/// The dispatcher's cumulative counters at the end of a statistics interval.
+#[derive(Clone, Debug, Serialize)]
+pub struct CounterPoint {
+    /// End of the interval.
+    pub t_ns: u64,
+    /// Cumulative values, in the order of `dispatcher_counters`.
+    pub values: Vec<f64>,
+}
+
 /// One domain (VM or process).
 #[derive(Clone, Debug, Serialize)]
 pub struct DomainResult {
@@ -154,6 +163,11 @@ pub struct RunResult {
     /// Dispatcher-specific counters.
     #[serde(serialize_with = "ser_counters")]
     pub dispatcher_counters: Vec<(String, f64)>,
+    /// Dispatcher counters over time, at the statistics interval (cumulative).
+    pub counter_series: Vec<CounterPoint>,
+    /// Dispatcher-specific sample streams (e.g. co-scheduling delays, ns).
+    #[serde(serialize_with = "ser_samples", skip_serializing_if = "Vec::is_empty")]
+    pub dispatcher_samples: Vec<(String, Vec<u64>)>,
     /// Per task.
     pub tasks: Vec<TaskResult>,
     /// Per domain.
@@ -163,6 +177,14 @@ pub struct RunResult {
 }
 
 fn ser_counters<S: Serializer>(v: &[(String, f64)], s: S) -> Result<S::Ok, S::Error> {
+    let mut m = s.serialize_map(Some(v.len()))?;
+    for (k, x) in v {
+        m.serialize_entry(k, x)?;
+    }
+    m.end()
+}
+
+fn ser_samples<S: Serializer>(v: &[(String, Vec<u64>)], s: S) -> Result<S::Ok, S::Error> {
     let mut m = s.serialize_map(Some(v.len()))?;
     for (k, x) in v {
         m.serialize_entry(k, x)?;

@@ -1,0 +1,246 @@
+//! `pcs`: partial co-scheduling (PCS): signal only the pCPUs that hold the
+//! domain's vCPUs.
+//!
+//! Design (cosched.md "PCS"; Yu, Wang, Guo, He, "Optimisation schemes to
+//! improve hybrid co-scheduling for concurrent virtual machines", IJPEDS
+//! 2013, implemented in Xen 4.0.1's credit scheduler). State:
+//! - per pCPU `co_dom`: the domain this pCPU must co-schedule, or none;
+//! - per domain `co_cpus`: the pCPUs whose runqueues hold its waiting vCPUs
+//!   (computed when an operation starts, from the credit runqueues);
+//! - global masks `co_workers` (pCPUs with a pending request) and
+//!   `co_partners` (pCPUs taking part in an operation in progress).
+//!
+//! Pick-next on pCPU `c` (the current vCPU is put back first):
+//! 1. `co_dom[c]` = D: run the first vCPU of D in `c`'s runqueue, else the
+//!    first `HIT` vCPU (else idle). Clear `c` from `co_workers`; when no pCPU
+//!    of D's operation is still a worker, clear the operation's pCPUs from
+//!    `co_partners` (the operation is finished). Clear `co_dom[c]`.
+//! 2. Otherwise pick by the credit rules. If the pick x belongs to a `CON`
+//!    domain D: `m` = D's `co_cpus` minus `c`. If `m` is empty, nothing to
+//!    do. If `m ∪ {c}` meets no partner: set `co_dom[p] = D` for `p` in `m`,
+//!    add `m` to `co_workers` and `m ∪ {c}` to `co_partners`, signal `m`.
+//!    Otherwise (those pCPUs are co-scheduling someone else) run the first
+//!    `HIT` vCPU of `c`'s queue instead of x.
+//!
+//! Effect: only the pCPUs holding the domain's vCPUs are disturbed, and two
+//! `CON` domains on disjoint pCPUs co-schedule at the same time.
+//!
+//! Invariants (debug-asserted after every pick, tested in
+//! `tests/cosched.rs`): operations in progress never share a pCPU; an
+//! operation signals only pCPUs of its domain's `co_cpus`; `co_workers` ⊆
+//! `co_partners`; `co_dom[p]` is set exactly for `p` in `co_workers`.
+//! Units: ns. Departures, on purpose: the initiating pCPU counts as a
+//! partner while its operation is in progress (so "never share a pCPU"
+//! holds for every pCPU an operation touches, the spec adds only `m`); a
+//! pick of D while D's own operation is in progress runs as is; when no
+//! `HIT` vCPU waits in step 2's fallback, x runs without co-scheduling
+//! rather than leaving the pCPU idle; answers may wait out credit's
+//! ratelimit (≤ 1 ms; Xen 4.0 had none).
+
+use crate::cosched::{first_queued, forced_pick, queued_siblings, replace, CoBase, CoCore, Forced, Scheme};
+use crate::dispatcher::{Effects, Pick, SysView};
+use ampsched_model::spec::CoschedType;
+use ampsched_model::{CpuId, CpuSet, DomainId, TaskId};
+
+/// Partial co-scheduling state.
+#[derive(Default)]
+pub struct Pcs {
+    /// Per CPU: the domain it must co-schedule.
+    pub co_dom: Vec<Option<DomainId>>,
+    /// Per domain: the pCPUs of its operation in progress (empty: none).
+    pub op_cpus: Vec<CpuSet>,
+    /// pCPUs with a pending request.
+    pub co_workers: CpuSet,
+    /// pCPUs taking part in an operation in progress.
+    pub co_partners: CpuSet,
+    /// Picks that fell back to a `HIT` vCPU (or ran uncoordinated) because partners were busy.
+    pub busy: u64,
+}
+
+impl Pcs {
+    /// Operations in progress: (domain, its pCPUs).
+    pub fn ops_in_progress(&self) -> Vec<(DomainId, CpuSet)> {
+        (0..self.op_cpus.len())
+            .filter(|&d| !self.op_cpus[d].is_empty())
+            .map(|d| (DomainId(d as u32), self.op_cpus[d]))
+            .collect()
+    }
+
+    fn check(&self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let mut seen = CpuSet::new();
+        for m in &self.op_cpus {
+            debug_assert!(!m.intersects(&seen), "two PCS operations share a pCPU");
+            seen = seen.or(m);
+        }
+        debug_assert!(self.co_workers.and_not(&self.co_partners).is_empty(), "a worker outside the partners");
+        for (c, d) in self.co_dom.iter().enumerate() {
+            debug_assert_eq!(d.is_some(), self.co_workers.contains(CpuId(c as u32)), "co_dom and co_workers disagree");
+        }
+    }
+}
+
+impl Scheme for Pcs {
+    fn init(&mut self, v: &SysView) {
+        *self =
+            Pcs { co_dom: vec![None; v.topo.ncpus()], op_cpus: vec![CpuSet::new(); v.domains.len()], ..Pcs::default() };
+    }
+
+    fn pick<B: CoBase>(
+        &mut self,
+        core: &mut CoCore,
+        b: &mut B,
+        v: &SysView,
+        cpu: CpuId,
+        prev: Option<TaskId>,
+        prev_runnable: bool,
+        fx: &mut Effects,
+    ) -> Pick {
+        let ci = cpu.idx();
+        // Rule 1: answer this pCPU's request.
+        if let Some(d) = self.co_dom[ci] {
+            let (tasks, doms) = (v.tasks, v.domains);
+            let in_d = |t: TaskId| tasks[t.idx()].domain == d;
+            let hit = |t: TaskId| doms[tasks[t.idx()].domain.idx()].cosched == CoschedType::Hit;
+            match forced_pick(core, b, v, cpu, prev, prev_runnable, fx, in_d, hit) {
+                Forced::Kept(p) => return p,
+                Forced::Done(p) => {
+                    self.co_workers.remove(cpu);
+                    self.co_dom[ci] = None;
+                    let m = self.op_cpus[d.idx()];
+                    if !m.intersects(&self.co_workers) {
+                        self.co_partners = self.co_partners.and_not(&m);
+                        self.op_cpus[d.idx()] = CpuSet::new();
+                    }
+                    core.held[ci] = if p.task.is_some_and(|t| core.dom(t) == d) { None } else { Some(d) };
+                    self.check();
+                    return p;
+                }
+            }
+        }
+        // Rule 2: credit's pick, then co-schedule it if it is CON.
+        let p = b.pick_next(v, cpu, prev, prev_runnable, fx);
+        core.held[ci] = None;
+        let Some(x) = p.task else { return p };
+        if !core.is_con(v, x) {
+            return p;
+        }
+        let d = core.dom(x);
+        if !self.op_cpus[d.idx()].is_empty() {
+            return p;
+        }
+        let waiting = queued_siblings(b, v, d, x);
+        let mut m = CpuSet::new();
+        for &y in &waiting {
+            m.insert(b.cr().vc[y.idx()].cpu);
+        }
+        m.remove(cpu);
+        if m.is_empty() {
+            return p;
+        }
+        let mut mc = m;
+        mc.insert(cpu);
+        if mc.intersects(&self.co_partners) {
+            self.busy += 1;
+            core.stats.fallbacks += 1;
+            let hit = first_queued(b, cpu, |t| v.domains[v.tasks[t.idx()].domain.idx()].cosched == CoschedType::Hit);
+            return match hit {
+                Some(h) => replace(b, v, cpu, x, h, fx),
+                None => p,
+            };
+        }
+        for q in m.iter() {
+            self.co_dom[q.idx()] = Some(d);
+            fx.resched(q);
+        }
+        self.co_workers = self.co_workers.or(&m);
+        self.co_partners = self.co_partners.or(&mc);
+        self.op_cpus[d.idx()] = mc;
+        core.op(m.len());
+        for y in waiting {
+            if m.contains(b.cr().vc[y.idx()].cpu) {
+                core.want(y, v.now);
+            }
+        }
+        self.check();
+        p
+    }
+
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        vec![("pcs_partners_busy", self.busy as f64)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Worked example: two CON domains on disjoint pCPUs co-schedule at once.
+    use super::*;
+    use crate::cosched::CoSched;
+    use crate::credit::{Credit, CreditParams, Profile};
+    use crate::dispatcher::Dispatcher;
+    use crate::testkit::World;
+    use ampsched_model::Nanos;
+
+    #[test]
+    fn disjoint_domains_co_schedule_in_parallel_and_only_their_cpus_are_signalled() {
+        // 4 CPUs; domain 0 = CON {t0, t1}, domain 1 = CON {t2, t3}, domain 2 = HIT {t4, t5}.
+        let mut w = World::new(4, &[256; 6]);
+        for (t, d, vcpu) in [(1usize, 0u32, 1u32), (2, 1, 0), (3, 1, 1), (4, 2, 0), (5, 2, 1)] {
+            w.tasks[t].domain = DomainId(d);
+            w.tasks[t].vcpu = vcpu;
+        }
+        w.domains[0].tasks = vec![TaskId(0), TaskId(1)];
+        w.domains[1].tasks = vec![TaskId(2), TaskId(3)];
+        w.domains[2].tasks = vec![TaskId(4), TaskId(5)];
+        w.domains.truncate(3);
+        w.domains[0].cosched = CoschedType::Con;
+        w.domains[1].cosched = CoschedType::Con;
+        let mut p = CreditParams::defaults(Profile::Current);
+        p.ratelimit = Nanos::ZERO;
+        let mut d = CoSched::new("pcs", Pcs::default(), Credit::new("pcs", p, &w.topo));
+        d.init(&w.view(Nanos::ZERO));
+        // Scatter: t0 → 0, t1 → 1, t2 → 2, t3 → 3. HIT t4, t5 run on CPUs 1 and 3.
+        let now = Nanos::from_ms(1);
+        for (t, c) in [(4u32, 1u32), (5, 3)] {
+            d.base.vc[t as usize].cpu = CpuId(c);
+            d.wake(&w.view(now), TaskId(t), &mut Effects::default());
+            let p = d.pick_next(&w.view(now), CpuId(c), None, false, &mut Effects::default());
+            assert_eq!(p.task, Some(TaskId(t)));
+            w.curr[c as usize] = p.task;
+        }
+        // t1 and t3 wake and queue behind the HIT vCPUs (no preemption: BOOST = BOOST).
+        for t in [1u32, 3] {
+            d.wake(&w.view(now), TaskId(t), &mut Effects::default());
+        }
+        assert_eq!(d.base.runq[1], vec![TaskId(1)]);
+        // t0 wakes on idle CPU 0 and is picked: an operation on {0, 1} signals only CPU 1.
+        d.wake(&w.view(now), TaskId(0), &mut Effects::default());
+        let mut fx = Effects::default();
+        let p = d.pick_next(&w.view(now), CpuId(0), None, false, &mut fx);
+        assert_eq!(p.task, Some(TaskId(0)));
+        w.curr[0] = p.task;
+        assert_eq!(fx.resched, vec![CpuId(1)]);
+        assert_eq!(d.scheme.co_dom[1], Some(DomainId(0)));
+        // t2 on CPU 2 likewise: its operation {2, 3} is disjoint, so it starts too.
+        d.wake(&w.view(now), TaskId(2), &mut Effects::default());
+        let mut fx = Effects::default();
+        let p = d.pick_next(&w.view(now), CpuId(2), None, false, &mut fx);
+        assert_eq!(p.task, Some(TaskId(2)));
+        w.curr[2] = p.task;
+        assert_eq!(fx.resched, vec![CpuId(3)]);
+        assert_eq!(d.scheme.ops_in_progress().len(), 2);
+        // CPUs 1 and 3 answer: t1 and t3 preempt the HIT vCPUs; both operations finish.
+        for (c, t, h) in [(1usize, 1u32, 4u32), (3, 3, 5)] {
+            let p = d.pick_next(&w.view(now), CpuId(c as u32), Some(TaskId(h)), true, &mut Effects::default());
+            assert_eq!(p.task, Some(TaskId(t)));
+            w.curr[c] = p.task;
+        }
+        assert!(d.scheme.ops_in_progress().is_empty());
+        assert!(d.scheme.co_partners.is_empty() && d.scheme.co_workers.is_empty());
+        assert_eq!(d.core.stats.ops, 2);
+        // Both siblings started at the instant of their request: two samples of 0 ns.
+        assert_eq!(d.core.skew, vec![0, 0]);
+    }
+}
