@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Benchmark of the real agent (issue 6): default Linux vs `ampsched` under an
+# emulated asymmetry (an RT duty-cycle hog halves CPU 1; CPU 0 is declared fast).
+# Prints figures; it is not a test. Needs root (SCHED_FIFO hog) and 2+ CPUs.
+#
+#   scripts/bench-agent.sh [RUNS]        (default 5 runs per case; medians reported)
+#
+# (a) blocking phased workload (4 threads, 16 phases of fixed work, the others
+#     blocked): completion time, default vs agent (target: agent ≤ default + 5 %);
+# (b) the same with spin-waiting threads;
+# (c) two identical CPU-bound processes started together: completion-time
+#     difference between them (fairness);
+# (d) agent CPU time per period (control loop's own thread CPU clock) with 64
+#     and 256 managed threads (targets: ≤ 200 µs per period and ≤ 1 % of one
+#     CPU at 30 ms with 64 threads).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS="${1:-5}"
+TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
+echo "== building (release)"
+cargo build -q --release -p ampsched-cli -p ampsched-agent
+BIN="$TARGET/release"
+A="$BIN/ampsched"; W="$BIN/ampsched-workload"; H="$BIN/ampsched-hog"
+TMP="$(mktemp -d)"
+HOG=""
+cleanup() {
+  if [ -n "$HOG" ]; then kill -KILL "$HOG" 2>/dev/null || true; wait "$HOG" 2>/dev/null || true; fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+"$H" --cpu 1 --spin-ms 5 --sleep-ms 5 --secs 3600 >/dev/null &
+HOG=$!
+sleep 0.3
+kill -0 "$HOG" || { echo "the hog did not start (root needed)"; exit 1; }
+echo "hog pid $HOG on CPU 1 (SCHED_FIFO, 5 ms spin / 5 ms sleep); machine load: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+j() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read())$2)" "$1"; }
+median() { python3 -c "import sys,statistics; v=[float(x) for x in sys.argv[1:]]; print(f'{statistics.median(v):.4f}')" "$@"; }
+agent() { "$A" run --fast 0 --state "$TMP/state.json" "$@"; }
+
+UNITS=40000   # work per phase (≈ 0.1 s on this machine's fast CPU)
+phased() { # $1 = block|spin, $2 = default|agent, $3 = out
+  local cmd=("$W" phased --threads 4 --phases 16 --phase-units "$UNITS" --wait "$1" --out "$3")
+  if [ "$2" = agent ]; then agent -- "${cmd[@]}"; else "${cmd[@]}"; fi
+}
+
+for wait in block spin; do
+  case $wait in block) label="(a) blocking phased";; spin) label="(b) spin-waiting phased";; esac
+  for mode in default agent; do
+    ts=(); fast=()
+    for i in $(seq "$RUNS"); do
+      phased "$wait" "$mode" "$TMP/p.json"
+      ts+=("$(j "$TMP/p.json" "['elapsed_s']")")
+      fast+=("$(j "$TMP/p.json" "['on_cpu_s'][0] / json.loads(open(sys.argv[1]).read())['run_s']")")
+    done
+    m=$(median "${ts[@]}"); f=$(median "${fast[@]}")
+    eval "res_${wait}_${mode}=$m"
+    printf "%-26s %-8s completion median %7.3f s  (runs: %s)  working thread on fast CPU: %4.1f %%\n" \
+      "$label" "$mode" "$m" "${ts[*]}" "$(python3 -c "print(100*$f)")"
+  done
+  d=$(eval echo "\$res_${wait}_default"); g=$(eval echo "\$res_${wait}_agent")
+  printf "%-26s agent / default = %.3f (%+.1f %%)\n" "$label" "$(python3 -c "print($g/$d)")" "$(python3 -c "print(100*($g/$d-1))")"
+done
+
+CUNITS=300000
+echo "(c) two identical CPU-bound processes ($CUNITS units each), completion-time difference"
+for mode in default agent; do
+  diffs=(); pct=()
+  for i in $(seq "$RUNS"); do
+    if [ "$mode" = agent ]; then
+      cat > "$TMP/c.toml" <<CFG
+fast = "0"
+[[target]]
+name = "p1"
+command = ["$W", "spin", "--units", "$CUNITS", "--out", "$TMP/c1.json"]
+[[target]]
+name = "p2"
+command = ["$W", "spin", "--units", "$CUNITS", "--out", "$TMP/c2.json"]
+CFG
+      "$A" agent --config "$TMP/c.toml" --state "$TMP/state.json"
+    else
+      "$W" spin --units "$CUNITS" --out "$TMP/c1.json" & p1=$!
+      "$W" spin --units "$CUNITS" --out "$TMP/c2.json" & p2=$!
+      wait $p1 $p2
+    fi
+    t1=$(j "$TMP/c1.json" "['elapsed_s']"); t2=$(j "$TMP/c2.json" "['elapsed_s']")
+    diffs+=("$(python3 -c "print(abs($t1-$t2))")")
+    pct+=("$(python3 -c "print(100*abs($t1-$t2)/max($t1,$t2))")")
+  done
+  printf "    %-8s |t1 - t2| median %.3f s = %.1f %% of the longer (runs: %s s)\n" "$mode" "$(median "${diffs[@]}")" "$(median "${pct[@]}")" "$(printf '%.3f ' "${diffs[@]}")"
+done
+
+echo "(d) agent CPU time per 30 ms period (control-loop thread CPU clock), sleepy threads (200 µs burst / 50 ms sleep)"
+for n in 64 256; do
+  cpu=(); pctc=(); wall=()
+  for i in $(seq "$RUNS"); do
+    agent --stats -- "$W" sleepy --threads "$n" --secs 5 --out "$TMP/s.json" 2> "$TMP/stats.txt"
+    line=$(grep 'ampsched: stats' "$TMP/stats.txt" | sed 's/^ampsched: stats //')
+    cpu+=("$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['loop_cpu_us_median'])" "$line")")
+    wall+=("$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['loop_wall_us_median'])" "$line")")
+    pctc+=("$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['agent_cpu_pct_of_one_cpu'])" "$line")")
+  done
+  printf "    %3d threads: loop CPU median %.0f µs/period (wall %.0f µs); agent process %.2f %% of one CPU (medians of %s runs)\n" \
+    "$n" "$(median "${cpu[@]}")" "$(median "${wall[@]}")" "$(median "${pctc[@]}")" "$RUNS"
+done
+echo "machine load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
