@@ -9,11 +9,11 @@ use std::fmt::Write;
 const W: f64 = 720.0;
 /// Height of every chart.
 const H: f64 = 380.0;
-/// Margins: left (y labels), right, top (title), bottom (x labels).
+/// Margins: left (y labels), right, top (title and legend), bottom (x labels).
 const ML: f64 = 70.0;
 const MR: f64 = 20.0;
-const MT: f64 = 40.0;
-const MB: f64 = 70.0;
+const MT: f64 = 52.0;
+const MB: f64 = 80.0;
 /// Okabe–Ito colour-blind-safe palette.
 const PALETTE: [&str; 8] = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"];
 
@@ -210,7 +210,7 @@ impl Frame {
             return;
         }
         let mut x = ML;
-        let y = H - 14.0;
+        let y = 38.0;
         for (i, n) in names.iter().enumerate() {
             let _ = writeln!(
                 self.out,

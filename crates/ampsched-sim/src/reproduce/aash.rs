@@ -580,7 +580,7 @@ fn per_program(runs: &Runs, rows: &mut Vec<Row>, per_task: bool) -> Section {
         t.header = sub.header;
         t.rows.extend(sub.rows);
         for subj in subjects(runs, c, per_task).iter().map(|s| s.label()).chain(std::iter::once("all".to_string())) {
-            if subj == "all" && !multi && !per_task && subjects(runs, c, per_task).len() == 1 {
+            if subj == "all" && subjects(runs, c, per_task).len() == 1 {
                 continue;
             }
             cats.push(if multi { format!("{} {}", case.name, subj) } else { subj.clone() });
