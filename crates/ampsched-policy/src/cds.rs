@@ -88,7 +88,7 @@ impl Scheme for Cds {
             }
             p
         };
-        core.held[cpu.idx()] = None;
+        core.hold(cpu, None, v.now);
         self.cs.after_normal(core, b, v, cpu, &pick, fx);
         pick
     }

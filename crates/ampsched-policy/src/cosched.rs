@@ -28,12 +28,15 @@
 //!   at once, running ones at their next deschedule, blocked ones wake there.
 //! - **Held pCPUs.** A pCPU that answered domain D's signal without running
 //!   one of D's vCPUs (it ran a `HIT` vCPU or idled while other vCPUs waited
-//!   in its queue) is *held for D*; when D has no running vCPU left, held
-//!   pCPUs that idle with a non-empty queue are asked to reschedule. Without
-//!   this, a vCPU of another `CON` domain could wait in an idle pCPU's queue
-//!   forever (idle peers are never stolen from), e.g. when its siblings
-//!   block at a barrier waiting for it. The paper does not say; this is the
-//!   smallest rule that keeps the schemes live.
+//!   in its queue) is *held for D*. The hold ends when D has no running vCPU
+//!   left, or one timeslice after it began (checked at every tick and
+//!   accounting, so within 10 ms): a co-scheduled domain owns the pCPUs it
+//!   displaced for one time slot, as in gang scheduling. Then held pCPUs
+//!   that idle with a non-empty queue are asked to reschedule. Without this,
+//!   a vCPU of another `CON` domain could wait in an idle pCPU's queue for
+//!   as long as D keeps one vCPU running (idle peers are never stolen from).
+//!   The paper does not say; this is the smallest rule that keeps the
+//!   schemes live.
 //! - **Ratelimit.** A signalled pCPU whose vCPU ran less than the ratelimit
 //!   keeps it (credit's rule 7) and answers the signal at the end of the
 //!   ratelimit slice; the request stays pending meanwhile.
@@ -105,6 +108,8 @@ pub struct CoCore {
     pub running: Vec<u32>,
     /// Per CPU: held for this domain's co-scheduling (see module docs).
     pub held: Vec<Option<DomainId>>,
+    /// Per CPU: since when it is held.
+    held_since: Vec<Nanos>,
     /// Per task: a co-scheduling request has wanted it to run since then.
     pub want: Vec<Option<Nanos>>,
     /// Sibling start-time differences, ns, in the order they happened.
@@ -120,6 +125,7 @@ impl CoCore {
             dom_of: Vec::new(),
             running: Vec::new(),
             held: Vec::new(),
+            held_since: Vec::new(),
             want: Vec::new(),
             skew: Vec::new(),
             stats: CoStats::default(),
@@ -154,6 +160,26 @@ impl CoCore {
     pub fn op(&mut self, n: usize) {
         self.stats.ops += 1;
         self.stats.signals += n as u64;
+    }
+
+    /// Hold `cpu` for domain `d` from now (None: release it).
+    pub fn hold(&mut self, cpu: CpuId, d: Option<DomainId>, now: Nanos) {
+        if d.is_some() && self.held[cpu.idx()] != d {
+            self.held_since[cpu.idx()] = now;
+        }
+        self.held[cpu.idx()] = d;
+    }
+
+    /// End holds older than `slot`; held pCPUs idling with queued work reschedule.
+    fn expire_holds<B: CoBase>(&mut self, b: &B, v: &SysView, slot: Nanos, fx: &mut Effects) {
+        for p in 0..self.held.len() {
+            if self.held[p].is_some() && v.now.saturating_sub(self.held_since[p]) >= slot {
+                self.held[p] = None;
+                if v.curr[p].is_none() && !b.cr().runq[p].is_empty() {
+                    fx.resched(CpuId(p as u32));
+                }
+            }
+        }
     }
 
     /// Bookkeeping after every pick on `cpu` (`prev` ran there until now).
@@ -476,6 +502,7 @@ impl<S: Scheme, B: CoBase> Dispatcher for CoSched<S, B> {
         c.con = v.domains.iter().map(|d| d.cosched == CoschedType::Con).collect();
         c.running = vec![0; v.domains.len()];
         c.held = vec![None; v.topo.ncpus()];
+        c.held_since = vec![Nanos::ZERO; v.topo.ncpus()];
         c.want = vec![None; v.tasks.len()];
         self.scheme.init(v);
         let mut fx = Effects::default();
@@ -497,11 +524,15 @@ impl<S: Scheme, B: CoBase> Dispatcher for CoSched<S, B> {
 
     fn tick(&mut self, v: &SysView, cpu: CpuId, fx: &mut Effects) {
         self.base.tick(v, cpu, fx);
+        let slot = self.base.cr().p.tslice;
+        self.core.expire_holds(&self.base, v, slot, fx);
     }
 
     fn account(&mut self, v: &SysView, fx: &mut Effects) {
         self.base.account(v, fx);
         self.scheme.after_account(&mut self.core, &mut self.base, v);
+        let slot = self.base.cr().p.tslice;
+        self.core.expire_holds(&self.base, v, slot, fx);
     }
 
     fn pick_next(

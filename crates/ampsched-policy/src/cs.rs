@@ -64,7 +64,8 @@ impl Cs {
             Forced::Kept(p) => Some(p),
             Forced::Done(p) => {
                 self.pending.remove(cpu);
-                core.held[cpu.idx()] = if p.task.is_some_and(|t| core.dom(t) == d) { None } else { Some(d) };
+                let hold = if p.task.is_some_and(|t| core.dom(t) == d) { None } else { Some(d) };
+                core.hold(cpu, hold, v.now);
                 Some(p)
             }
         }
@@ -121,7 +122,7 @@ impl Scheme for Cs {
             return p;
         }
         let p = b.pick_next(v, cpu, prev, prev_runnable, fx);
-        core.held[cpu.idx()] = None;
+        core.hold(cpu, None, v.now);
         self.after_normal(core, b, v, cpu, &p, fx);
         p
     }

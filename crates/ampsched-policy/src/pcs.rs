@@ -114,7 +114,8 @@ impl Scheme for Pcs {
                         self.co_partners = self.co_partners.and_not(&m);
                         self.op_cpus[d.idx()] = CpuSet::new();
                     }
-                    core.held[ci] = if p.task.is_some_and(|t| core.dom(t) == d) { None } else { Some(d) };
+                    let hold = if p.task.is_some_and(|t| core.dom(t) == d) { None } else { Some(d) };
+                    core.hold(cpu, hold, v.now);
                     self.check();
                     return p;
                 }
@@ -122,7 +123,7 @@ impl Scheme for Pcs {
         }
         // Rule 2: credit's pick, then co-schedule it if it is CON.
         let p = b.pick_next(v, cpu, prev, prev_runnable, fx);
-        core.held[ci] = None;
+        core.hold(cpu, None, v.now);
         let Some(x) = p.task else { return p };
         if !core.is_con(v, x) {
             return p;
