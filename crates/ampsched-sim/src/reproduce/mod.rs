@@ -8,6 +8,7 @@
 //! per experiment. The analysis only reads results: setups live in the files.
 
 pub mod aash;
+pub mod capability;
 
 use crate::experiment::Experiment;
 use crate::library::Library;
@@ -34,7 +35,7 @@ pub struct Study {
 }
 
 /// Every study `reproduce` knows.
-pub const STUDIES: &[&Study] = &[&aash::STUDY];
+pub const STUDIES: &[&Study] = &[&aash::STUDY, &capability::STUDY];
 
 /// Look a study up by name.
 pub fn study(name: &str) -> Result<&'static Study, ReproduceError> {
