@@ -607,6 +607,64 @@ impl Aash {
     }
 }
 
+/// Hooks for the co-scheduling composition (`aash+pcs`, `aash+bcs`: aash_cosched.rs).
+impl Aash {
+    /// The credit scheduler underneath (runqueues, priorities).
+    pub fn credit_state(&self) -> &Credit {
+        &self.cr
+    }
+
+    /// Mutable credit state (the co-scheduler reorders runqueues and raises priorities).
+    pub fn credit_state_mut(&mut self) -> &mut Credit {
+        &mut self.cr
+    }
+
+    /// The CPUs `t` may use this period (its home class; what credit sees as its affinity).
+    pub fn home_affinity(&self, t: TaskId) -> CpuSet {
+        self.eff[t.idx()].affinity
+    }
+
+    /// The fast CPUs.
+    pub fn fast_cpus(&self) -> CpuSet {
+        self.fast
+    }
+
+    /// Does `t` hold fast credits this period?
+    pub fn is_granted(&self, t: TaskId) -> bool {
+        self.granted[t.idx()]
+    }
+
+    /// Pass `from`'s fast grant, with its unused fast credits, to `to`: `from`
+    /// runs on a fast CPU, `to` on a slow one; they swap CPUs, each at its
+    /// deschedule (as an expiry does). False, and nothing changes, when that
+    /// does not hold or either is already moving.
+    pub fn hand_over_grant(&mut self, v: &SysView, from: TaskId, to: TaskId, fx: &mut Effects) -> bool {
+        let (f, t) = (from.idx(), to.idx());
+        let Some(c) = v.curr.iter().position(|x| *x == Some(from)).map(|c| CpuId(c as u32)) else { return false };
+        let Some(s) = v.curr.iter().position(|x| *x == Some(to)).map(|s| CpuId(s as u32)) else { return false };
+        if !self.fast.contains(c)
+            || self.fast.contains(s)
+            || !self.granted[f]
+            || self.granted[t]
+            || !self.may_fast[t]
+            || self.moving[f].is_some()
+            || self.moving[t].is_some()
+            || self.incoming[c.idx()].is_some()
+            || !v.tasks[t].affinity.contains(c)
+            || !v.tasks[f].affinity.contains(s)
+        {
+            return false;
+        }
+        self.burn_fast(from, v.now);
+        self.granted[f] = false;
+        self.granted[t] = true;
+        self.fbudget[t] = self.fbudget[t].min(0) + self.fbudget[f].max(0);
+        self.fbudget[f] = self.fbudget[f].min(0);
+        self.swap(v, from, c, to, fx);
+        true
+    }
+}
+
 impl Dispatcher for Aash {
     fn name(&self) -> &'static str {
         "aash"

@@ -7,6 +7,7 @@
 //! argument and effects go out as values.
 
 pub mod aash;
+pub mod aash_cosched;
 pub mod aash_placer;
 pub mod bcs;
 pub mod capability;

@@ -63,6 +63,16 @@ pub const DISPATCHERS: &[PolicyInfo] = &[
         doc: "boost co-scheduling: credit + a CON vCPU's pick raises its waiting siblings to COS (no signal)",
         params: CREDIT_PARAMS,
     },
+    PolicyInfo {
+        name: "aash+pcs",
+        doc: "AASH placement + partial co-scheduling + gang rotation of the fast grant (equal fast exposure in a gang)",
+        params: crate::aash_cosched::AASH_COSCHED_PARAMS,
+    },
+    PolicyInfo {
+        name: "aash+bcs",
+        doc: "AASH placement + boost co-scheduling + gang rotation of the fast grant (equal fast exposure in a gang)",
+        params: crate::aash_cosched::AASH_COSCHED_PARAMS,
+    },
 ];
 
 /// Default placer period: 30 ms, one credit accounting period.
@@ -116,6 +126,16 @@ pub fn dispatcher_by_name(name: &str, params: &Params, topo: &Topology) -> Resul
                 "cds" => Box::new(CoSched::new("cds", crate::cds::Cds::default(), Credit::new("cds", p, topo))),
                 "pcs" => Box::new(CoSched::new("pcs", crate::pcs::Pcs::default(), Credit::new("pcs", p, topo))),
                 _ => Box::new(CoSched::new("bcs", crate::bcs::Bcs::default(), Credit::new("bcs", p, topo))),
+            })
+        }
+        "aash+pcs" | "aash+bcs" => {
+            use crate::aash_cosched::AashGang;
+            use crate::cosched::CoSched;
+            let base = AashGang::from_params(name, params, topo)?;
+            Ok(if name == "aash+pcs" {
+                Box::new(CoSched::new("aash+pcs", crate::pcs::Pcs::default(), base))
+            } else {
+                Box::new(CoSched::new("aash+bcs", crate::bcs::Bcs::default(), base))
             })
         }
         _ => Err(unknown("dispatcher", name, DISPATCHERS)),
