@@ -139,9 +139,9 @@ fn to_edit(v: &toml::Value) -> toml_edit::Value {
         Some(toml_edit::Item::Value(v)) => v.clone(),
         Some(toml_edit::Item::Table(t)) => toml_edit::Value::InlineTable(t.clone().into_inline_table()),
         // An array of tables (e.g. `cpus = [{ class = "fast", count = 2 }]`) serialises as `[[v]]`.
-        Some(toml_edit::Item::ArrayOfTables(a)) => {
-            toml_edit::Value::Array(a.iter().map(|t| toml_edit::Value::InlineTable(t.clone().into_inline_table())).collect())
-        }
+        Some(toml_edit::Item::ArrayOfTables(a)) => toml_edit::Value::Array(
+            a.iter().map(|t| toml_edit::Value::InlineTable(t.clone().into_inline_table())).collect(),
+        ),
         _ => toml_edit::Value::from(""),
     }
 }

@@ -222,7 +222,11 @@ impl Scenario {
     }
 
     /// Load a scenario file with variable values overriding its `[vars]` defaults.
-    pub fn load_with(path: &Path, lib: &Library, set: &BTreeMap<String, toml::Value>) -> Result<Scenario, ScenarioError> {
+    pub fn load_with(
+        path: &Path,
+        lib: &Library,
+        set: &BTreeMap<String, toml::Value>,
+    ) -> Result<Scenario, ScenarioError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
             file: file.clone(),
