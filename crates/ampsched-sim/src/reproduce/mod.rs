@@ -9,6 +9,7 @@
 
 pub mod aash;
 pub mod capability;
+pub mod study;
 
 use crate::experiment::Experiment;
 use crate::library::Library;
@@ -35,7 +36,7 @@ pub struct Study {
 }
 
 /// Every study `reproduce` knows.
-pub const STUDIES: &[&Study] = &[&aash::STUDY, &capability::STUDY];
+pub const STUDIES: &[&Study] = &[&aash::STUDY, &capability::STUDY, &study::STUDY];
 
 /// Look a study up by name.
 pub fn study(name: &str) -> Result<&'static Study, ReproduceError> {
