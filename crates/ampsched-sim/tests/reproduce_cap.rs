@@ -1,0 +1,124 @@
+//! `ampsched reproduce capability` and `ampsched reproduce study`: the
+//! experiment files load, and reduced copies of them (a few cases, one seed)
+//! give the rows, sections and figures the reports promise, with metrics that
+//! behave as the mechanisms say.
+
+use ampsched_sim::experiment::Experiment;
+use ampsched_sim::reproduce::{self, capability, study, Options};
+use ampsched_sim::Library;
+use std::path::PathBuf;
+
+/// A study file with its `[[experiment.case]]` list replaced by `cases`.
+fn reduced(text: &str, cases: &[&str]) -> String {
+    let head = text.split("\n[[experiment.case]]").next().expect("text");
+    let mut out = head.to_string();
+    for c in text.split("\n[[experiment.case]]").skip(1) {
+        let name = c.lines().find_map(|l| l.strip_prefix("name = \"")).map(|n| n.trim_end_matches('"'));
+        if name.is_some_and(|n| cases.contains(&n)) {
+            out.push_str("\n[[experiment.case]]");
+            out.push_str(c);
+        }
+    }
+    out
+}
+
+/// A scenarios directory holding a reduced copy of one study file.
+fn dir_with(study: &str, file: &str, text: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ampsched-reproduce-cap-{}-{study}", std::process::id()));
+    std::fs::create_dir_all(d.join(study)).expect("temp dir");
+    std::fs::write(d.join(study).join(file), text).expect("write");
+    d
+}
+
+fn opts(dir: PathBuf, only: &str) -> Options {
+    Options { jobs: 0, scenarios: Some(dir), only: vec![only.into()], seeds: Some(1) }
+}
+
+#[test]
+fn capability_and_study_files_load_with_their_cases() {
+    let lib = Library::builtin();
+    for (file, text) in capability::FILES.iter().chain(study::FILES) {
+        let e = Experiment::parse(text, file, file.trim_end_matches(".toml"), &lib).unwrap_or_else(|e| panic!("{e}"));
+        assert!(e.seeds.len() >= 3, "{file}: ≥ 3 seeds");
+        let n = e.cases.len();
+        match *file {
+            // 3 asymmetries × tasks 1..12
+            "cap-chores.toml" => assert_eq!(n, 36),
+            // 3 asymmetries × 7 NPB kernels
+            "cap-npb.toml" => assert_eq!(n, 21),
+            "cap-npb-competitive.toml" => assert_eq!(n, 3),
+            // 4 workloads × 9 configurations, ≥ 5 seeds
+            "study-configs.toml" => {
+                assert_eq!(n, 36);
+                assert!(e.seeds.len() >= 5);
+            }
+            other => panic!("unexpected file {other}"),
+        }
+    }
+    assert!(reproduce::study("capability").is_ok() && reproduce::study("study").is_ok());
+}
+
+#[test]
+fn capability_lowers_stdev_chore_on_static_asymmetry_at_4_tasks() {
+    let text = reduced(capability::FILES[0].1, &["static/4", "natural/4"]);
+    let rep =
+        reproduce::run("capability", &opts(dir_with("capability", "cap-chores.toml", &text), "cap-chores"), |_, _| {})
+            .expect("runs");
+    assert_eq!(rep.sections.len(), 1);
+    let get = |case: &str, policy: &str, metric: &str| {
+        rep.rows
+            .iter()
+            .find(|r| r.case == case && r.policy == policy && r.metric == metric)
+            .unwrap_or_else(|| panic!("row {case}/{policy}/{metric}"))
+            .mean
+    };
+    for p in ["runqueue", "cap-0.01s", "cap-0.1s", "cap-1s", "cap-10s"] {
+        for m in ["avg_chore", "stdev_chore", "migrations", "run_spread_pct"] {
+            get("static/4", p, m);
+        }
+    }
+    // Static: 1 × 2.2 + 3 × 1.1, one task per CPU and no runqueue-balancer moves (4 tasks on 4 CPUs):
+    // the task on the fast CPU counts ≈ 100 s × 2.2 / 1 ms ≈ 219 000 chores, the others ≈ 109 500,
+    // so stdev ≈ 54 750. Capability at 1 s rotates the fast CPU among the tasks: far smaller.
+    let rq = get("static/4", "runqueue", "stdev_chore");
+    assert!(rq > 50_000.0, "runqueue stdev {rq}");
+    assert!(get("static/4", "cap-1s", "stdev_chore") * 10.0 < rq);
+    assert_eq!(get("static/4", "runqueue", "migrations"), 0.0);
+    // Natural (symmetric) machine: capability keeps avg_chore within 0.1 % of runqueue.
+    let (a, b) = (get("natural/4", "runqueue", "avg_chore"), get("natural/4", "cap-1s", "avg_chore"));
+    assert!((a - b).abs() / a < 0.001, "{a} vs {b}");
+    // Two asymmetries × avg and stdev charts.
+    assert_eq!(rep.figures().count(), 4);
+}
+
+#[test]
+fn fast_first_speeds_up_static_loops_and_the_study_plots_runs_against_compute_power() {
+    let text = reduced(study::FILES[0].1, &["loops-static:0f-4s/8", "loops-static:2f-2s/8", "loops-static:4f-0s"]);
+    let rep = reproduce::run("study", &opts(dir_with("study", "study-configs.toml", &text), "study"), |_, _| {})
+        .expect("runs");
+    let get = |case: &str, policy: &str, metric: &str| {
+        rep.rows
+            .iter()
+            .find(|r| r.case == case && r.policy == policy && r.metric == metric)
+            .unwrap_or_else(|| panic!("row {case}/{policy}/{metric}"))
+            .mean
+    };
+    // Compute power n + m/k: 2 + 2/8 = 2.25.
+    assert!((get("loops-static:2f-2s/8", "fair", "compute_power") - 2.25).abs() < 1e-9);
+    // The reference configuration has speedup 0 % against itself.
+    assert!(get("loops-static:0f-4s/8", "fair", "speedup_pct").abs() < 1e-9);
+    // Static loops on 2f-2s/8 without the fix run at the slow CPUs' pace (each thread's 100 ms share of a
+    // 400 ms loop takes 800 ms at 1/8 speed), the same as 0f-4s/8: speedup ≈ 0 %. Fast-first moves the
+    // slow threads' work onto the fast CPUs as they go idle: clearly faster.
+    let fair = get("loops-static:2f-2s/8", "fair", "speedup_pct");
+    let ff = get("loops-static:2f-2s/8", "fast-first", "speedup_pct");
+    assert!(fair.abs() < 2.0, "fair {fair}");
+    assert!(ff > 20.0, "fast-first {ff}");
+    assert!(
+        get("loops-static:2f-2s/8", "fast-first", "throughput") > get("loops-static:2f-2s/8", "fair", "throughput")
+    );
+    // 4f-0s: 8× the power of 0f-4s/8, speedup ≈ 8× (within 10 %).
+    let x = get("loops-static:4f-0s", "fair", "speedup_x");
+    assert!((x - 8.0).abs() < 0.8, "{x}");
+    assert_eq!(rep.figures().count(), 1);
+}
