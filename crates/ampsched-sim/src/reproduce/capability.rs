@@ -332,7 +332,7 @@ fn npb(runs: &Runs, rows: &mut Vec<Row>) -> Section {
                 None
             };
             per_pol[pi].2 += Stat::of(&mig).mean;
-            if fin.iter().any(|f| *f == 0.0) {
+            if fin.contains(&0.0) {
                 let spin = |rs: &[RunResult]| {
                     Stat::of(
                         &rs.iter().map(|r| r.tasks.iter().map(|t| secs(t.spin_ns)).sum::<f64>()).collect::<Vec<_>>(),
