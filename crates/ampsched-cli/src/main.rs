@@ -60,7 +60,7 @@ enum Cmd {
     },
     /// Reproduce a study: run its experiment files and write summary.json, report.md, report.html and figures.
     Reproduce {
-        /// Study: aash.
+        /// Study: aash, capability or study.
         study: String,
         /// Output directory (default: results/<study>).
         #[arg(long)]
