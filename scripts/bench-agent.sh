@@ -28,7 +28,7 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT INT TERM
-"$H" --cpu 1 --spin-ms 5 --sleep-ms 5 --secs 3600 >/dev/null &
+"$H" --cpu 1 --spin-ms 5 --sleep-ms 5 --secs 1800 >/dev/null &
 HOG=$!
 sleep 0.3
 kill -0 "$HOG" || { echo "the hog did not start (root needed)"; exit 1; }
@@ -38,7 +38,13 @@ j() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read())$2)
 median() { python3 -c "import sys,statistics; v=[float(x) for x in sys.argv[1:]]; print(f'{statistics.median(v):.4f}')" "$@"; }
 agent() { "$A" run --fast 0 --state "$TMP/state.json" "$@"; }
 
-UNITS=40000   # work per phase (≈ 0.1 s on this machine's fast CPU)
+# Calibrate the work unit on CPU 0 (hog-free) so a phase is ≈ 150 ms and each
+# CPU-bound process of (c) ≈ 2 s of work, whatever the machine's speed and load.
+taskset -c 0 "$W" spin --units 20000 --out "$TMP/cal.json"
+RATE=$(python3 -c "import json; v=json.load(open('$TMP/cal.json')); print(20000/v['run_s'])")
+UNITS=$(python3 -c "print(int($RATE*0.15))")
+CUNITS=$(python3 -c "print(int($RATE*2.0))")
+echo "work unit: $(python3 -c "print(f'{1e6/$RATE:.2f}')") µs on CPU 0; phase = $UNITS units (≈ 150 ms), (c) = $CUNITS units (≈ 2 s)"
 phased() { # $1 = block|spin, $2 = default|agent, $3 = out
   local cmd=("$W" phased --threads 4 --phases 16 --phase-units "$UNITS" --wait "$1" --out "$3")
   if [ "$2" = agent ]; then agent -- "${cmd[@]}"; else "${cmd[@]}"; fi
@@ -62,7 +68,6 @@ for wait in block spin; do
   printf "%-26s agent / default = %.3f (%+.1f %%)\n" "$label" "$(python3 -c "print($g/$d)")" "$(python3 -c "print(100*($g/$d-1))")"
 done
 
-CUNITS=300000
 echo "(c) two identical CPU-bound processes ($CUNITS units each), completion-time difference"
 for mode in default agent; do
   diffs=(); pct=()

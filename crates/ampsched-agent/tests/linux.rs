@@ -442,9 +442,12 @@ fn initramfs(dir: &Path) -> PathBuf {
         std::fs::create_dir_all(root.join(sub)).unwrap();
     }
     std::fs::copy(&busybox, root.join("bin/busybox")).unwrap();
-    let init = "#!/bin/busybox sh\n/bin/busybox --install -s /bin\nmount -t proc proc /proc\n\
-                while :; do :; done &\nwhile :; do :; done &\necho AMPSCHED_LOOPS_STARTED\n\
-                while :; do sleep 1000; done\n";
+    // One CPU loop pinned to each vCPU (busybox taskset with a hex mask; a plain loop if it fails),
+    // so neither vCPU idles while the guest balances its load.
+    let init =
+        "#!/bin/busybox sh\n/bin/busybox --install -s /bin\nmount -t proc proc /proc\nmount -t devtmpfs dev /dev\n\
+                for m in 1 2; do (taskset $m sh -c 'while :; do :; done' || while :; do :; done) & done\n\
+                echo AMPSCHED_LOOPS_STARTED\nwhile :; do sleep 1000; done\n";
     std::fs::write(root.join("init"), init).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(root.join("init"), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -506,6 +509,16 @@ fn a_qemu_guest_aware_vcpu0_runs_on_the_fast_cpu_found_by_qmp_and_by_names() {
     let vcpus = ampsched_agent::qmp::query_vcpus(&sock).unwrap();
     assert_eq!(vcpus.len(), 2);
     let vcpu0 = vcpus[0].thread_id;
+    // The guest's loops really keep vCPU 0 busy: its thread runs ≥ 20 % of 0.5 s
+    // (a busy TCG vCPU wants a whole host CPU; an idle guest uses ~0.1 %).
+    let run = |t: i32| {
+        let s = std::fs::read_to_string(format!("/proc/{}/task/{t}/schedstat", vm.pid())).unwrap_or_default();
+        ampsched_agent::procfs::parse_schedstat(&s).map(|x| x.0).unwrap_or(0)
+    };
+    let r0 = run(vcpu0);
+    std::thread::sleep(Duration::from_millis(500));
+    let busy = (run(vcpu0) - r0) as f64 / 0.5e9;
+    assert!(busy >= 0.2, "vCPU 0 ran only {:.1} % of the time: the guest's loops are not running", 100.0 * busy);
 
     // Through thread names: a dry run of `qemu = "all"` finds the same vCPU threads.
     let cfg = d.path().join("names.toml");
@@ -544,9 +557,12 @@ fn a_qemu_guest_aware_vcpu0_runs_on_the_fast_cpu_found_by_qmp_and_by_names() {
     )
     .unwrap();
     let state = d.path().join("s1.json");
+    let log = d.path().join("vm-log.jsonl");
     let mut agent = Guard(
         Command::new(ampsched())
             .args(["agent", "--config", cfg.to_str().unwrap(), "--state", state.to_str().unwrap()])
+            .arg("--log")
+            .arg(&log)
             .stdout(Stdio::null())
             .spawn()
             .unwrap(),
@@ -567,7 +583,8 @@ fn a_qemu_guest_aware_vcpu0_runs_on_the_fast_cpu_found_by_qmp_and_by_names() {
     assert!(agent.0.wait().unwrap().success());
     eprintln!("vCPU 0 on CPU 0 in {on0} of {n} samples");
     assert!(n > 100, "only {n} samples");
-    assert!(on0 as f64 / n as f64 >= 0.9, "vCPU 0 on CPU 0 in only {on0} of {n} samples");
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(on0 as f64 / n as f64 >= 0.9, "vCPU 0 on CPU 0 in only {on0} of {n} samples; decisions:\n{log}");
     assert_eq!(get_affinity(vcpu0).unwrap(), orig, "vCPU 0 not restored");
     assert!(!state.exists());
 }
