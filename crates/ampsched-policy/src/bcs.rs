@@ -6,25 +6,27 @@
 //! - if the pick was raised to `COS`, it is lowered back to the priority it
 //!   had when raised (UNDER, or what accounting made of it meanwhile);
 //! - else, if it belongs to a `CON` domain, every *active* sibling — waiting
-//!   in a runqueue, runnable but not running — is raised to `COS` and moved
-//!   to the front of its queue. No signal, no forced reschedule: each sibling
-//!   runs at its pCPU's next scheduling decision (slice end, block, wake-up
-//!   preemption, or an idle pCPU stealing it, since a `COS` vCPU beats
-//!   everything in a steal).
+//!   in a runqueue, or running — is raised to `COS` (a waiting one moves to
+//!   the front of its queue). No signal, no forced reschedule: a waiting
+//!   sibling runs at its pCPU's next scheduling decision (slice end, block,
+//!   wake-up preemption, or an idle pCPU stealing it, since a `COS` vCPU
+//!   beats everything in a steal); a running one keeps running and wins its
+//!   pCPU's next decision too, so the gang is not split when its slices end
+//!   (then it leaves `COS`, and credit decides again).
 //!
 //! Cheaper than PCS (no reschedules, no scheduling fragments) but the
 //! siblings' start times differ by up to a timeslice: the sample stream
 //! `sibling_start_diff_ns` records that difference for each raised sibling
 //! (the CDF of the paper's figure).
 //!
-//! Invariants: a vCPU holds `COS` only while it waits in a runqueue (or is
-//! parked); a vCPU picked with `COS` leaves it in that pick; raising never
+//! Invariants: a vCPU holds `COS` only while it is runnable (or parked)
+//! and until its next pick; a vCPU picked with `COS` leaves it in that pick; raising never
 //! asks a pCPU to reschedule (both tested in `tests/cosched.rs`). Credit's
 //! accounting resets priorities every period: raised vCPUs that are still
 //! waiting are raised again right after it, so a raise lasts until the
 //! sibling runs. Units: ns.
 
-use crate::cosched::{set_pri, CoBase, CoCore, Scheme};
+use crate::cosched::{active_siblings, set_pri, CoBase, CoCore, Scheme};
 use crate::credit::PRI_COS;
 use crate::dispatcher::{Effects, Pick, SysView};
 use ampsched_model::{CpuId, DomainId, TaskId};
@@ -64,14 +66,16 @@ impl Scheme for Bcs {
         }
         let d = core.dom(x);
         let mut n = 0;
-        for &y in &v.domains[d.idx()].tasks {
-            let cr = b.cr_mut();
-            if y == x || !cr.vc[y.idx()].on_runq || self.saved[y.idx()].is_some() {
+        for y in active_siblings(b, v, d, x, cpu) {
+            if self.saved[y.idx()].is_some() {
                 continue;
             }
+            let cr = b.cr_mut();
             self.saved[y.idx()] = Some(cr.vc[y.idx()].pri);
+            if cr.vc[y.idx()].on_runq {
+                core.want(y, v.now);
+            }
             set_pri(cr, y, PRI_COS);
-            core.want(y, v.now);
             n += 1;
         }
         if n > 0 {

@@ -114,6 +114,8 @@ pub struct CoCore {
     pub want: Vec<Option<Nanos>>,
     /// Sibling start-time differences, ns, in the order they happened.
     pub skew: Vec<u64>,
+    /// Where the last scatter put each vCPU of its domain.
+    pub placed: Vec<(TaskId, CpuId)>,
     /// Counters.
     pub stats: CoStats,
 }
@@ -128,6 +130,7 @@ impl CoCore {
             held_since: Vec::new(),
             want: Vec::new(),
             skew: Vec::new(),
+            placed: Vec::new(),
             stats: CoStats::default(),
         }
     }
@@ -398,6 +401,18 @@ pub fn queued_siblings<B: CoBase>(b: &B, v: &SysView, d: DomainId, but: TaskId) 
     v.domains[d.idx()].tasks.iter().copied().filter(|&t| t != but && b.cr().vc[t.idx()].on_runq).collect()
 }
 
+/// vCPUs of domain `d` that are active — waiting in a runqueue, or running on
+/// a CPU other than `cpu` (which is picking now) — except `but`.
+pub fn active_siblings<B: CoBase>(b: &B, v: &SysView, d: DomainId, but: TaskId, cpu: CpuId) -> Vec<TaskId> {
+    let running = |t: TaskId| v.curr.iter().enumerate().any(|(c, x)| c != cpu.idx() && *x == Some(t));
+    v.domains[d.idx()]
+        .tasks
+        .iter()
+        .copied()
+        .filter(|&t| t != but && (b.cr().vc[t.idx()].on_runq || running(t)))
+        .collect()
+}
+
 /// Scatter domain `d`'s vCPUs (see the module docs).
 pub fn scatter<B: CoBase>(core: &mut CoCore, b: &mut B, v: &SysView, d: DomainId, fx: &mut Effects) {
     let n = v.topo.ncpus();
@@ -408,11 +423,13 @@ pub fn scatter<B: CoBase>(core: &mut CoCore, b: &mut B, v: &SysView, d: DomainId
             con[b.cr().vc[i].cpu.idx()] += 1;
         }
     }
+    core.placed.clear();
     for &t in &v.domains[d.idx()].tasks {
         let home = b.home(v, t);
         let Some(best) = home.iter().min_by_key(|p| (mine[p.idx()], con[p.idx()], p.0)) else { continue };
         mine[best.idx()] += 1;
         con[best.idx()] += 1;
+        core.placed.push((t, best));
         move_to(b, v, t, best, fx);
     }
     core.stats.scatters += 1;

@@ -5,8 +5,11 @@
 //! improve hybrid co-scheduling for concurrent virtual machines", IJPEDS
 //! 2013, implemented in Xen 4.0.1's credit scheduler). State:
 //! - per pCPU `co_dom`: the domain this pCPU must co-schedule, or none;
-//! - per domain `co_cpus`: the pCPUs whose runqueues hold its waiting vCPUs
-//!   (computed when an operation starts, from the credit runqueues);
+//! - per domain `co_cpus`: the pCPUs whose runqueues hold its vCPUs —
+//!   waiting, or running (Xen puts the running vCPU back on its runqueue
+//!   before it picks, so a signalled pCPU running a sibling picks it again
+//!   with a fresh slice: the gang's slices end together again) — computed
+//!   when an operation starts;
 //! - global masks `co_workers` (pCPUs with a pending request) and
 //!   `co_partners` (pCPUs taking part in an operation in progress).
 //!
@@ -37,7 +40,7 @@
 //! rather than leaving the pCPU idle; answers may wait out credit's
 //! ratelimit (≤ 1 ms; Xen 4.0 had none).
 
-use crate::cosched::{first_queued, forced_pick, queued_siblings, replace, CoBase, CoCore, Forced, Scheme};
+use crate::cosched::{active_siblings, first_queued, forced_pick, replace, CoBase, CoCore, Forced, Scheme};
 use crate::dispatcher::{Effects, Pick, SysView};
 use ampsched_model::spec::CoschedType;
 use ampsched_model::{CpuId, CpuSet, DomainId, TaskId};
@@ -132,9 +135,9 @@ impl Scheme for Pcs {
         if !self.op_cpus[d.idx()].is_empty() {
             return p;
         }
-        let waiting = queued_siblings(b, v, d, x);
+        let active = active_siblings(b, v, d, x, cpu);
         let mut m = CpuSet::new();
-        for &y in &waiting {
+        for &y in &active {
             m.insert(b.cr().vc[y.idx()].cpu);
         }
         m.remove(cpu);
@@ -160,8 +163,8 @@ impl Scheme for Pcs {
         self.co_partners = self.co_partners.or(&mc);
         self.op_cpus[d.idx()] = mc;
         core.op(m.len());
-        for y in waiting {
-            if m.contains(b.cr().vc[y.idx()].cpu) {
+        for y in active {
+            if b.cr().vc[y.idx()].on_runq && m.contains(b.cr().vc[y.idx()].cpu) {
                 core.want(y, v.now);
             }
         }

@@ -166,6 +166,8 @@ struct Cpu {
     /// Time of the earliest pending `SliceEnd` event of this CPU (`Nanos::MAX`: none).
     slice_ev_at: Nanos,
     tick_armed: bool,
+    /// This CPU's slice end was put behind a compute completing at the same instant.
+    slice_deferred: bool,
     resched_pending: bool,
     noise: f64,
     noise_on: bool,
@@ -354,6 +356,7 @@ impl Sim {
                 slice_at: Nanos::MAX,
                 slice_ev_at: Nanos::MAX,
                 tick_armed: false,
+                slice_deferred: false,
                 resched_pending: false,
                 noise: match c.noise {
                     NoiseSpec::None => 0.0,
@@ -592,6 +595,20 @@ impl Sim {
                     cpu.slice_ev_at = Nanos::MAX;
                 }
                 if cpu.curr.is_some() && cpu.slice_at <= self.now {
+                    // A compute ending at this very instant completes first (its OpDone
+                    // is due now too): re-queue the slice end once, behind it.
+                    let t = cpu.curr.expect("curr");
+                    if !std::mem::take(&mut cpu.slice_deferred) {
+                        self.settle(t);
+                        let tk = &self.tasks[t.idx()];
+                        if tk.act == Act::Compute && tk.work_left == 0.0 {
+                            let cpu = &mut self.cpus[c.idx()];
+                            cpu.slice_deferred = true;
+                            cpu.slice_ev_at = self.now;
+                            self.push(self.now, Ev::SliceEnd(c));
+                            return;
+                        }
+                    }
                     self.schedule(c);
                 } else if cpu.slice_at != Nanos::MAX && cpu.slice_at < cpu.slice_ev_at {
                     cpu.slice_ev_at = cpu.slice_at;
