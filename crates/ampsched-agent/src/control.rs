@@ -100,6 +100,10 @@ pub struct LoopStats {
     pub managed_max: usize,
     /// Affinity changes applied (or printed, in a dry run).
     pub changes: u64,
+    /// Thread `stat` files read (the costly ones; `schedstat` is read for every thread every period).
+    pub stat_reads: u64,
+    /// Thread-periods sampled (managed threads summed over periods).
+    pub thread_samples: u64,
     /// Failed changes (vanished or denied).
     pub errors: u64,
     /// Wall time of the whole loop.
@@ -133,6 +137,8 @@ impl LoopStats {
             "periods": self.periods,
             "managed_threads_max": self.managed_max,
             "changes": self.changes,
+            "stat_reads_per_period": if self.periods == 0 { 0.0 } else { self.stat_reads as f64 / self.periods as f64 },
+            "threads_per_period": if self.periods == 0 { 0.0 } else { self.thread_samples as f64 / self.periods as f64 },
             "errors": self.errors,
             "loop_cpu_us_median": median(&self.loop_cpu_ns) / 1e3,
             "loop_cpu_us_mean": mean(&self.loop_cpu_ns) / 1e3,
@@ -765,6 +771,7 @@ impl Agent {
             d.threads = 0;
         }
         for (id, t) in self.threads.iter_mut() {
+            self.stats.thread_samples += 1;
             let Some(ss) = t.sched.read().ok().and_then(parse_schedstat) else {
                 gone.push(*id);
                 continue;
@@ -773,6 +780,7 @@ impl Agent {
             // waited or switched since the last period, or was runnable then. A thread
             // that did none of these is still asleep on the same CPU.
             if ss != t.last_sched || t.state == 'R' || t.state == '?' {
+                self.stats.stat_reads += 1;
                 let Some(st) = t.stat.read().ok().and_then(parse_stat) else {
                     gone.push(*id);
                     continue;
