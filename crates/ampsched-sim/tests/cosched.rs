@@ -531,7 +531,7 @@ proptest! {
             }
         }
         let two = count.iter().any(|&n| n >= 2);
-        let none = count.iter().any(|&n| n == 0);
+        let none = count.contains(&0);
         prop_assert!(!(two && none), "counts {:?}", count);
         prop_assert_eq!(d.core.stats.scatters, before + 1);
     }
