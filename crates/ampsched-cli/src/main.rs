@@ -60,7 +60,7 @@ enum Cmd {
     },
     /// Reproduce a study: run its experiment files and write summary.json, report.md, report.html and figures.
     Reproduce {
-        /// Study: aash, capability or study.
+        /// Study: aash, capability, study or cosched.
         study: String,
         /// Output directory (default: results/<study>).
         #[arg(long)]

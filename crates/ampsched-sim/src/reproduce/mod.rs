@@ -9,6 +9,7 @@
 
 pub mod aash;
 pub mod capability;
+pub mod cosched;
 pub mod study;
 
 use crate::experiment::Experiment;
@@ -36,7 +37,7 @@ pub struct Study {
 }
 
 /// Every study `reproduce` knows.
-pub const STUDIES: &[&Study] = &[&aash::STUDY, &capability::STUDY, &study::STUDY];
+pub const STUDIES: &[&Study] = &[&aash::STUDY, &capability::STUDY, &study::STUDY, &cosched::STUDY];
 
 /// Look a study up by name.
 pub fn study(name: &str) -> Result<&'static Study, ReproduceError> {
