@@ -96,6 +96,13 @@ pub struct AashGang {
 impl AashGang {
     /// Read AASH's parameters and the gang quantum; build for `topo`.
     pub fn from_params(policy: &str, params: &Params, topo: &Topology) -> Result<AashGang, PolicyError> {
+        if let Some(k) = params.keys().find(|k| !AASH_COSCHED_PARAMS.iter().any(|d| d.name == k.as_str())) {
+            let known: Vec<&str> = AASH_COSCHED_PARAMS.iter().map(|d| d.name).collect();
+            return Err(PolicyError {
+                param: k.clone(),
+                msg: format!("unknown parameter of policy `{policy}`; known: {}", known.join(", ")),
+            });
+        }
         let mut rest = params.clone();
         let mut mine = Params::new();
         if let Some(q) = rest.remove(GANG_QUANTUM.name) {
@@ -331,6 +338,20 @@ mod tests {
         let total: u64 = e.iter().sum();
         assert!(total >= Nanos::from_ms(100).0, "{e:?}");
         assert!(e[0].abs_diff(e[1]) <= Nanos::from_ms(20).0, "unequal exposure {e:?}");
+    }
+
+    #[test]
+    fn parameters_are_aash_s_plus_the_quantum() {
+        let mine: Vec<&str> = AASH_COSCHED_PARAMS.iter().map(|d| d.name).collect();
+        let mut aash: Vec<&str> = crate::aash::AASH_PARAMS.iter().map(|d| d.name).collect();
+        aash.push(GANG_QUANTUM.name);
+        mine.iter().for_each(|m| assert!(aash.contains(m), "{m} is not an AASH parameter"));
+        aash.iter().for_each(|a| assert!(mine.contains(a), "{a} missing from AASH_COSCHED_PARAMS"));
+        let topo = Topology::fast_slow(1, 2.0, 3, 1.0, 4);
+        let mut p = Params::new();
+        p.insert("gang_quantum".into(), ampsched_model::spec::ParamValue::Int(5));
+        let e = AashGang::from_params("aash+pcs", &p, &topo).err().expect("unknown");
+        assert!(e.msg.contains("gang_quantum_ms") && e.msg.contains("tslice_ms"), "{}", e.msg);
     }
 
     #[test]

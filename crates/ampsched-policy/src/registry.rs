@@ -60,7 +60,7 @@ pub const DISPATCHERS: &[PolicyInfo] = &[
     },
     PolicyInfo {
         name: "bcs",
-        doc: "boost co-scheduling: credit + a CON vCPU's pick raises its waiting siblings to COS (no signal)",
+        doc: "boost co-scheduling: credit + a CON vCPU's pick raises its active siblings to COS (no signal)",
         params: CREDIT_PARAMS,
     },
     PolicyInfo {
