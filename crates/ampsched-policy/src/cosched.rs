@@ -49,9 +49,10 @@
 //! Invariants: every pick is made or confirmed by the base (credit's
 //! runqueue invariants are checked after each pick in debug builds);
 //! `running[d]` equals the number of CPUs running a vCPU of domain d (the
-//! engine changes what runs only through `pick_next`); a vCPU is raised to
-//! `COS` only while it is queued, and only inside one pick (forced picks) or
-//! until it is picked (BCS). Units: ns; priorities as in credit.rs.
+//! engine changes what runs only through `pick_next`); a vCPU holds `COS`
+//! only inside one pick (forced picks: the vCPU lifted to the head) or, under
+//! BCS, from the raise until its next pick. Units: ns; priorities as in
+//! credit.rs.
 
 use crate::credit::{Credit, PRI_COS, PRI_IDLE};
 use crate::dispatcher::{Dispatcher, Effects, Pick, SysView, TaskView};
