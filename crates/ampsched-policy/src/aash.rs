@@ -49,32 +49,42 @@
 
 use crate::credit::{Credit, CreditParams, Profile, MIN_TIMER, PRI_IDLE, PRI_OVER};
 use crate::dispatcher::{Dispatcher, Effects, Pick, SysView, TaskView};
-use crate::fastqueue::{aash_param_docs, read_switches, AashSwitches, FastQueue, FqDomain, FqVcpu};
+use crate::fastqueue::{read_switches, AashSwitches, FastQueue, FqDomain, FqVcpu};
 use crate::params::{ParamDoc, ParamReader, PolicyError};
 use ampsched_model::spec::Params;
 use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, TaskId, Topology};
 
+/// The `aash` dispatcher's parameter docs (credit's, `pull`, any `$extra`, then AASH's switches):
+/// one list for `aash` and the dispatchers built on it (`aash+pcs`, `aash+bcs`).
+macro_rules! aash_dispatcher_param_docs {
+    ($($extra:expr),* $(,)?) => {
+        $crate::fastqueue::aash_param_docs!(
+            ParamDoc { name: "tslice_ms", default: "30", doc: "timeslice and accounting period, ms (Xen: 1..1000)" },
+            ParamDoc { name: "ratelimit_us", default: "1000", doc: "minimum run before preemption, µs; 0 = off" },
+            ParamDoc {
+                name: "tick_migrate",
+                default: "true",
+                doc: "tick may move a running vCPU to an idle pCPU of its class in a less loaded memory domain"
+            },
+            ParamDoc {
+                name: "migration_delay_us",
+                default: "0",
+                doc: "a vCPU that ran within this time is cache-hot and not stolen"
+            },
+            ParamDoc {
+                name: "pull",
+                default: "tick",
+                doc: "when an idle fast CPU takes a vCPU RUNNING on a slow CPU: tick (that CPU's next tick, as Xen) \
+                      | immediate"
+            },
+            $($extra,)*
+        )
+    };
+}
+pub(crate) use aash_dispatcher_param_docs;
+
 /// Parameters of `aash` as shown by `ampsched policies`: credit's, then AASH's switches.
-pub const AASH_PARAMS: &[ParamDoc] = aash_param_docs!(
-    ParamDoc { name: "tslice_ms", default: "30", doc: "timeslice and accounting period, ms (Xen: 1..1000)" },
-    ParamDoc { name: "ratelimit_us", default: "1000", doc: "minimum run before preemption, µs; 0 = off" },
-    ParamDoc {
-        name: "tick_migrate",
-        default: "true",
-        doc: "tick may move a running vCPU to an idle pCPU of its class in a less loaded memory domain"
-    },
-    ParamDoc {
-        name: "migration_delay_us",
-        default: "0",
-        doc: "a vCPU that ran within this time is cache-hot and not stolen"
-    },
-    ParamDoc {
-        name: "pull",
-        default: "tick",
-        doc:
-            "when an idle fast CPU takes a vCPU RUNNING on a slow CPU: tick (that CPU's next tick, as Xen) | immediate"
-    },
-);
+pub const AASH_PARAMS: &[ParamDoc] = aash_dispatcher_param_docs!();
 
 /// Default of `pull`: Xen moves a running vCPU only at its pCPU's tick (csched_tick → cpu_pick),
 /// so a fast CPU idles at most one tick before a running slow vCPU comes over; waiting vCPUs

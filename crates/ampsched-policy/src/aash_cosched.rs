@@ -42,7 +42,6 @@ use crate::aash::{Aash, AashParams};
 use crate::cosched::CoBase;
 use crate::credit::Credit;
 use crate::dispatcher::{Dispatcher, Effects, Pick, SysView};
-use crate::fastqueue::aash_param_docs;
 use crate::params::{ParamDoc, ParamReader, PolicyError};
 use ampsched_model::spec::{CoschedType, Params};
 use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, TaskId, Topology};
@@ -58,26 +57,7 @@ const GANG_QUANTUM: ParamDoc = ParamDoc {
 };
 
 /// Parameters of `aash+pcs` / `aash+bcs`: AASH's, then the gang quantum.
-pub const AASH_COSCHED_PARAMS: &[ParamDoc] = aash_param_docs!(
-    ParamDoc { name: "tslice_ms", default: "30", doc: "timeslice and accounting period, ms (Xen: 1..1000)" },
-    ParamDoc { name: "ratelimit_us", default: "1000", doc: "minimum run before preemption, µs; 0 = off" },
-    ParamDoc {
-        name: "tick_migrate",
-        default: "true",
-        doc: "tick may move a running vCPU to an idle pCPU of its class in a less loaded memory domain"
-    },
-    ParamDoc {
-        name: "migration_delay_us",
-        default: "0",
-        doc: "a vCPU that ran within this time is cache-hot and not stolen"
-    },
-    ParamDoc {
-        name: "pull",
-        default: "tick",
-        doc: "when an idle fast CPU takes a vCPU RUNNING on a slow CPU: tick | immediate"
-    },
-    GANG_QUANTUM,
-);
+pub const AASH_COSCHED_PARAMS: &[ParamDoc] = crate::aash::aash_dispatcher_param_docs!(GANG_QUANTUM);
 
 /// AASH with gang rotation: the base of `aash+pcs` and `aash+bcs`.
 pub struct AashGang {

@@ -111,7 +111,7 @@ impl Subject {
     }
     fn migrations(&self, r: &RunResult) -> f64 {
         match self {
-            Subject::All => r.tasks.iter().map(|t| t.migrations_local + t.migrations_remote).sum::<u64>() as f64,
+            Subject::All => super::migrations(r),
             Subject::Domain(n) => {
                 let d = super::domain(r, n);
                 (d.migrations_local + d.migrations_remote) as f64
@@ -237,58 +237,6 @@ fn stats_table(caption: &str, case: Option<&str>, st: &[CaseStats]) -> Table {
     Table { caption: caption.into(), header, rows }
 }
 
-fn setup(runs: &Runs) -> String {
-    let e = &runs.exp;
-    let sc = &e.cases[0].scenario;
-    let classes: Vec<String> = sc
-        .topo
-        .classes
-        .iter()
-        .map(|cl| {
-            let n = sc.topo.cpus.iter().filter(|c| sc.topo.classes[c.class].name == cl.name).count();
-            format!("{n} × {} (speed {})", cl.name, cl.speed)
-        })
-        .collect();
-    let pol: Vec<String> = e.cases[0]
-        .compare
-        .iter()
-        .map(|p| {
-            let d = p.dispatcher.as_ref().map(|d| {
-                let ps: Vec<String> = d.params.iter().map(|(k, v)| format!("{k}={}", param(v))).collect();
-                if ps.is_empty() {
-                    d.name.clone()
-                } else {
-                    format!("{} ({})", d.name, ps.join(", "))
-                }
-            });
-            format!("{} = {}", p.label, d.unwrap_or_else(|| sc.dispatcher.name.clone()))
-        })
-        .collect();
-    let cases: Vec<&str> = e.cases.iter().map(|c| c.name.as_str()).collect();
-    format!(
-        "Setup: {}. Machine: {}; memory domains of {} CPUs. Policies: {}; baseline {}. Cases: {}. Seeds: {} per case and policy ({}).",
-        e.description,
-        classes.join(" + "),
-        sc.topo.cpus.iter().filter(|c| c.mem_domain == sc.topo.cpus[0].mem_domain).count(),
-        pol.join("; "),
-        e.baseline,
-        cases.join(", "),
-        e.seeds.len(),
-        e.seeds.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "),
-    )
-}
-
-fn param(v: &ampsched_model::spec::ParamValue) -> String {
-    use ampsched_model::spec::ParamValue as P;
-    match v {
-        P::Bool(b) => b.to_string(),
-        P::Int(i) => i.to_string(),
-        P::Float(f) => f.to_string(),
-        P::Str(s) => s.clone(),
-        P::List(l) => format!("[{}]", l.iter().map(param).collect::<Vec<_>>().join(", ")),
-    }
-}
-
 fn find<'a>(st: &'a [CaseStats], subject: &str, policy: &str) -> &'a CaseStats {
     st.iter().find(|s| s.subject == subject && s.policy == policy).expect("stats of a subject and policy")
 }
@@ -317,15 +265,9 @@ fn analyse(all: &[Runs]) -> Report {
     rep
 }
 
-fn section(runs: &Runs) -> Section {
-    let mut s = Section::new(&runs.exp.name, &format!("{} — {}", runs.exp.name, runs.exp.title));
-    s.para(setup(runs));
-    s
-}
-
 /// aash-overhead: normalised completion per program and against the timeslice.
 fn overhead(runs: &Runs, rows: &mut Vec<Row>) -> Section {
-    let mut s = section(runs);
+    let mut s = super::section(runs);
     let mut table_rows = Vec::new();
     // (case, tslice_ms, program, normalised completion per seed)
     let mut points: Vec<(String, f64, String, Stat, Stat)> = Vec::new();
@@ -413,7 +355,7 @@ fn overhead(runs: &Runs, rows: &mut Vec<Row>) -> Section {
         worst.0,
         runs.of(runs.exp.cases.iter().position(|c| c.name == worst.0).unwrap_or(0), "credit")
             .iter()
-            .map(|r| r.tasks.iter().map(|t| t.migrations_local + t.migrations_remote).sum::<u64>() as f64)
+            .map(super::migrations)
             .sum::<f64>()
             / runs.exp.seeds.len() as f64,
     );
@@ -436,7 +378,7 @@ fn overhead(runs: &Runs, rows: &mut Vec<Row>) -> Section {
 
 /// aash-fair: stacked per-VM completion, stdev across VMs.
 fn fair(runs: &Runs, rows: &mut Vec<Row>) -> Section {
-    let mut s = section(runs);
+    let mut s = super::section(runs);
     let labels = runs.labels();
     let mut all_st = Vec::new();
     let mut cats = Vec::new();
@@ -539,7 +481,7 @@ fn fair(runs: &Runs, rows: &mut Vec<Row>) -> Section {
 
 /// Experiments reported per program (or per VM): speedup bars and a table.
 fn per_program(runs: &Runs, rows: &mut Vec<Row>, per_task: bool) -> Section {
-    let mut s = section(runs);
+    let mut s = super::section(runs);
     let labels = runs.labels();
     let others: Vec<&str> = labels.iter().copied().filter(|l| *l != runs.exp.baseline).collect();
     let mut cats = Vec::new();

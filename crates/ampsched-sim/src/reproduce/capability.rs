@@ -20,7 +20,7 @@
 //!
 //! Every figure and sentence is computed from the runs.
 
-use super::{row, secs, speedups, EmbeddedFile, Runs, Study};
+use super::{migrations, row, secs, speedups, EmbeddedFile, Runs, Study};
 use crate::report::svg::{BarChart, BarSeries, Chart, LineChart, LineSeries, LineStyle};
 use crate::report::{cell, cell_pm, Report, Row, Section, Stat, Table};
 use crate::results::RunResult;
@@ -68,11 +68,6 @@ fn chore_counts(r: &RunResult) -> Vec<f64> {
     r.tasks.iter().filter(|t| !t.idle).map(|t| t.computes_done as f64).collect()
 }
 
-/// Migrations of every task of a run, summed.
-fn migrations(r: &RunResult) -> f64 {
-    r.tasks.iter().map(|t| t.migrations_local + t.migrations_remote).sum::<u64>() as f64
-}
-
 /// (max − min) / mean × 100 of per-seed values (0 when the mean is 0).
 pub fn spread_pct(v: &[f64]) -> f64 {
     let s = Stat::of(v);
@@ -100,36 +95,6 @@ fn asymmetries(runs: &Runs) -> Vec<String> {
     out
 }
 
-fn section(runs: &Runs) -> Section {
-    let e = &runs.exp;
-    let mut s = Section::new(&e.name, &format!("{} — {}", e.name, e.title));
-    let pol: Vec<String> = e.cases[0]
-        .compare
-        .iter()
-        .map(|p| {
-            let pl = p.placer.as_ref().map(|pl| {
-                let ps: Vec<String> = pl.params.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
-                if ps.is_empty() {
-                    pl.name.clone()
-                } else {
-                    format!("{} ({})", pl.name, ps.join(", "))
-                }
-            });
-            format!("{} = fair + {}", p.label, pl.unwrap_or_else(|| "the file's placer".into()))
-        })
-        .collect();
-    s.para(format!(
-        "Setup: {}. Policies: {}; baseline {}. {} cases. Seeds: {} per case and policy ({}).",
-        e.description,
-        pol.join("; "),
-        e.baseline,
-        e.cases.len(),
-        e.seeds.len(),
-        e.seeds.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "),
-    ));
-    s
-}
-
 /// Per case and policy: (avg_chore, stdev_chore, migrations, speedup) stats.
 struct ChoreStats {
     asym: String,
@@ -142,7 +107,7 @@ struct ChoreStats {
 }
 
 fn chores(runs: &Runs, rows: &mut Vec<Row>) -> Section {
-    let mut s = section(runs);
+    let mut s = super::section(runs);
     let e = &runs.exp;
     let labels = runs.labels();
     let mut st: Vec<ChoreStats> = Vec::new();
@@ -284,7 +249,7 @@ fn chores(runs: &Runs, rows: &mut Vec<Row>) -> Section {
 }
 
 fn npb(runs: &Runs, rows: &mut Vec<Row>) -> Section {
-    let mut s = section(runs);
+    let mut s = super::section(runs);
     let e = &runs.exp;
     let labels = runs.labels();
     let others: Vec<&str> = labels.iter().copied().filter(|l| *l != e.baseline).collect();

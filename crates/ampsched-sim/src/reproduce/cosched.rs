@@ -257,63 +257,6 @@ fn analyse(all: &[Runs]) -> Report {
     rep
 }
 
-fn setup(runs: &Runs) -> String {
-    let e = &runs.exp;
-    let sc = &e.cases[0].scenario;
-    let classes: Vec<String> = sc
-        .topo
-        .classes
-        .iter()
-        .map(|cl| {
-            let n = sc.topo.cpus.iter().filter(|c| sc.topo.classes[c.class].name == cl.name).count();
-            format!("{n} × {} (speed {})", cl.name, cl.speed)
-        })
-        .collect();
-    let pol: Vec<String> = e.cases[0]
-        .compare
-        .iter()
-        .map(|p| {
-            let d = p.dispatcher.as_ref().map(|d| {
-                let ps: Vec<String> = d.params.iter().map(|(k, v)| format!("{k}={}", param(v))).collect();
-                if ps.is_empty() {
-                    d.name.clone()
-                } else {
-                    format!("{} ({})", d.name, ps.join(", "))
-                }
-            });
-            format!("{} = {}", p.label, d.unwrap_or_else(|| sc.dispatcher.name.clone()))
-        })
-        .collect();
-    let cases: Vec<&str> = e.cases.iter().map(|c| c.name.as_str()).collect();
-    format!(
-        "Setup: {}. Machine: {}. Policies: {}; baseline {}. Cases: {}. Seeds: {} per case and policy ({}).",
-        e.description,
-        classes.join(" + "),
-        pol.join("; "),
-        e.baseline,
-        cases.join(", "),
-        e.seeds.len(),
-        e.seeds.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "),
-    )
-}
-
-fn param(v: &ampsched_model::spec::ParamValue) -> String {
-    use ampsched_model::spec::ParamValue as P;
-    match v {
-        P::Bool(b) => b.to_string(),
-        P::Int(i) => i.to_string(),
-        P::Float(f) => f.to_string(),
-        P::Str(s) => s.clone(),
-        P::List(l) => format!("[{}]", l.iter().map(param).collect::<Vec<_>>().join(", ")),
-    }
-}
-
-fn section(runs: &Runs) -> Section {
-    let mut s = Section::new(&runs.exp.name, &format!("{} — {}", runs.exp.name, runs.exp.title));
-    s.para(setup(runs));
-    s
-}
-
 /// Table rows of one case (every policy, every CON domain).
 fn table_rows(case: &str, m: &[PolicyCase]) -> Vec<Vec<String>> {
     let mut out = Vec::new();
@@ -455,7 +398,7 @@ fn find<'a>(m: &'a [PolicyCase], p: &str) -> Option<&'a PolicyCase> {
 
 /// cosched-lu and cosched-npb: the paper's experiments.
 fn paper(runs: &Runs, rows: &mut Vec<Row>) -> Section {
-    let mut s = section(runs);
+    let mut s = super::section(runs);
     let ms: Vec<Vec<PolicyCase>> = (0..runs.exp.cases.len()).map(|c| case_metrics(runs, c, rows)).collect();
     let mut t = Table {
         caption: "Execution time, speedup, spin waste, fairness and co-scheduling frequency".into(),
@@ -631,7 +574,7 @@ fn commentary(runs: &Runs, ms: &[Vec<PolicyCase>], solo: &[usize], dual: &[usize
 
 /// cosched-amp: co-scheduling on asymmetric cores.
 fn amp(runs: &Runs, rows: &mut Vec<Row>) -> Section {
-    let mut s = section(runs);
+    let mut s = super::section(runs);
     let ms: Vec<Vec<PolicyCase>> = (0..runs.exp.cases.len()).map(|c| case_metrics(runs, c, rows)).collect();
     let mut header = HEADER.map(String::from).to_vec();
     header.extend(["fast-core share".to_string(), "fast gap in gang (%)".to_string()]);

@@ -20,7 +20,7 @@
 //! Every figure and sentence is computed from the runs.
 
 use super::capability::spread_pct;
-use super::{row, secs, EmbeddedFile, Runs, Study};
+use super::{migrations, row, secs, EmbeddedFile, Runs, Study};
 use crate::report::svg::{Chart, LineChart, LineSeries, LineStyle};
 use crate::report::{cell, cell_pm, Report, Row, Section, Stat, Table};
 use crate::results::RunResult;
@@ -73,13 +73,9 @@ fn throughput(r: &RunResult) -> f64 {
     }
 }
 
-fn migrations(r: &RunResult) -> f64 {
-    r.tasks.iter().map(|t| t.migrations_local + t.migrations_remote).sum::<u64>() as f64
-}
-
 fn configs(runs: &Runs, rows: &mut Vec<Row>) -> Section {
     let e = &runs.exp;
-    let mut s = Section::new(&e.name, &format!("{} — {}", e.name, e.title));
+    let mut s = super::section(runs);
     let labels = runs.labels();
     s.para(format!(
         "Setup: {}. Policies: {}; baseline {}. Seeds: {} per case and policy ({}).",
