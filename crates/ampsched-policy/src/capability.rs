@@ -13,9 +13,14 @@
 //!   interval (the simulator's `CpuSample::nr_running` is not used: it is a
 //!   point sample, and the paper counts the CPU's tasks).
 //! - Launch (the paper's `chcb`): a task seen active for the first time is
-//!   pinned in ECPT order — to the allowed CPU with the largest
-//!   `EC / (tasks already there + 1)`, ties: fewer tasks, then the CPU it is
-//!   on, then the lowest id. A round that pins new tasks does no balancing
+//!   pinned in ECPT order — to an allowed CPU without a task if there is
+//!   one, else to the allowed CPU with the largest `EC / (tasks already
+//!   there + 1)`; ties (within each rule): larger `EC / (tasks + 1)`, fewer
+//!   tasks, the CPU it is on, the lowest id. Empty CPUs first because swaps
+//!   never change task counts: a CPU left empty at launch would stay idle
+//!   (regression: `cap-npb` static/cg, seed 3, pinned two threads to the
+//!   2.2 GHz CPU — EC/2 there tied EC/1 on a 1.1 GHz CPU up to noise
+//!   jitter — and left CPU 2 idle for the whole run). A round that pins new tasks does no balancing
 //!   (the per-CPU balancers start one interval after the launch).
 //! - Per-CPU balancers, simulated within one `place` call: all wake at the
 //!   same instant, so every step 1 (compute and publish the local ECPT in the
@@ -38,8 +43,12 @@
 //! 5. select one task on each side by the selection policy, each allowed
 //!    (by the affinity it had before pinning) on the other CPU;
 //! 6. swap them by changing their hard affinity to the single other CPU;
+//!    a local CPU with no active task (`ECPT = EC`, e.g. its tasks ended or
+//!    it was left empty) has nothing to give: it takes the remote's task
+//!    (a one-way move), only from a remote with ≥ 2 active tasks;
 //! 7. re-publish the local ECPT (a one-for-one swap keeps `task_num`, so
-//!    the value is unchanged; the step is kept for fidelity);
+//!    the value is unchanged; after a move both the local and the remote
+//!    entry are re-published, so the vector is never stale within a round);
 //! 8. release the lock.
 //!
 //! - Selection: `fifo` (default) — each CPU keeps its tasks in arrival order
@@ -145,6 +154,8 @@ pub struct CapabilityStats {
     pub rounds: u64,
     /// Swaps done (two affinity changes each).
     pub swaps: u64,
+    /// One-way moves to a CPU without an active task (one affinity change each).
+    pub moves: u64,
     /// Tasks pinned at launch.
     pub launched: u64,
 }
@@ -269,10 +280,16 @@ impl Placer for Capability {
             if self.home[s.id.idx()].is_some() || !(s.active || s.runnable_now) || s.affinity.is_empty() {
                 continue;
             }
+            // A CPU without a task comes first: swaps never change task
+            // counts, so a CPU left empty here would idle for good while
+            // another holds two tasks (EC/2 on a 2× CPU only *ties* EC/1 on
+            // an empty 1× CPU, and noise jitter decided such ties).
             let best = s.affinity.iter().filter(|c| c.idx() < n).max_by(|a, b| {
                 let (ka, kb) =
                     (ec[a.idx()] / (task_num[a.idx()] + 1) as f64, ec[b.idx()] / (task_num[b.idx()] + 1) as f64);
-                ka.total_cmp(&kb)
+                (task_num[a.idx()] == 0)
+                    .cmp(&(task_num[b.idx()] == 0))
+                    .then(ka.total_cmp(&kb))
                     .then(task_num[b.idx()].cmp(&task_num[a.idx()]))
                     .then((Some(*a) == s.cpu).cmp(&(Some(*b) == s.cpu)))
                     .then(b.cmp(a))
@@ -306,11 +323,22 @@ impl Placer for Capability {
                 continue;
             }
             // Step 4: smallest ECPT, not recently migrated, below average,
-            // with a task to give (step 5 picks both tasks).
-            let mut remotes: Vec<(CpuId, TaskId, TaskId)> = (0..n)
+            // with a task to give (step 5 picks both tasks). A local CPU
+            // without an active task has nothing to give back: the swap
+            // degenerates to a move of the remote's task, allowed only from
+            // a remote with two or more active tasks (it must not empty it).
+            let local_empty = task_num[local.idx()] == 0;
+            let mut remotes: Vec<(CpuId, Option<TaskId>, TaskId)> = (0..n)
                 .map(|c| CpuId(c as u32))
                 .filter(|c| *c != local && !recent.contains(*c) && self.ecpt[c.idx()] < avg)
-                .filter_map(|r| Some((r, self.pick(local, r, &by_id)?, self.pick(r, local, &by_id)?)))
+                .filter_map(|r| {
+                    let tr = self.pick(r, local, &by_id)?;
+                    if local_empty {
+                        (task_num[r.idx()] >= 2).then_some((r, None, tr))
+                    } else {
+                        Some((r, Some(self.pick(local, r, &by_id)?), tr))
+                    }
+                })
                 .collect();
             remotes.sort_by(|a, b| self.ecpt[a.0.idx()].total_cmp(&self.ecpt[b.0.idx()]).then(a.0.cmp(&b.0)));
             // ECPTs within one tolerance of the smallest are equal: the least
@@ -323,16 +351,26 @@ impl Placer for Capability {
                     .copied()
             });
             let Some((remote, tl, tr)) = pair else { continue };
-            // Step 6: swap by hard affinity.
-            self.move_task(tl, remote, out);
+            // Step 6: swap by hard affinity (or move, from an empty local).
+            if let Some(tl) = tl {
+                self.move_task(tl, remote, out);
+                self.stats.swaps += 1;
+            } else {
+                task_num[local.idx()] += 1;
+                task_num[remote.idx()] -= 1;
+                self.stats.moves += 1;
+            }
             self.move_task(tr, local, out);
-            self.stats.swaps += 1;
             recent.insert(local);
             recent.insert(remote);
             self.last_swap[local.idx()] = self.round;
             self.last_swap[remote.idx()] = self.round;
-            // Step 7: re-publish the local ECPT (task_num unchanged by a 1:1 swap).
+            // Step 7: re-publish the local ECPT (unchanged by a 1:1 swap). A
+            // move also changes the remote's task count, which the mover
+            // knows: it re-publishes both, so later lock holders in this
+            // round do not read a stale vector.
             self.ecpt[local.idx()] = ecpt_of(local.idx(), &task_num);
+            self.ecpt[remote.idx()] = ecpt_of(remote.idx(), &task_num);
             // Step 8: release the lock.
         }
         self.check_invariants();
@@ -466,9 +504,10 @@ mod tests {
         let mut out = Vec::new();
         cap.place(&topo, &s, &mut out);
         // Launch: EC(0) = 1.0 s, EC(1) = 0.5 × 0.8 s = 0.4 s.
-        // t0 → CPU 0 (1.0 vs 0.4); t1 → CPU 0? 1.0/2 = 0.5 > 0.4 → CPU 0;
-        // t2: 1.0/3 = 0.333 < 0.4 → CPU 1. Re-home by hand to the example layout.
-        assert_eq!(out.iter().map(|c| c.mask.first().unwrap().0).collect::<Vec<_>>(), vec![0, 0, 1]);
+        // t0 → CPU 0 (1.0 vs 0.4); t1 → CPU 1, the empty one (1.0/2 = 0.5 >
+        // 0.4, but an empty CPU comes first); t2: 1.0/2 = 0.5 > 0.4/2 → CPU 0.
+        // Re-home by hand to the example layout.
+        assert_eq!(out.iter().map(|c| c.mask.first().unwrap().0).collect::<Vec<_>>(), vec![0, 1, 0]);
         cap.queue = vec![VecDeque::from([TaskId(0), TaskId(2)]), VecDeque::from([TaskId(1)])];
         cap.home = vec![Some(CpuId(0)), Some(CpuId(1)), Some(CpuId(0))];
         apply(&mut s, &out);
@@ -481,5 +520,39 @@ mod tests {
                 AffinityChange { task: TaskId(1), mask: CpuSet::single(CpuId(0)) },
             ]
         );
+    }
+
+    #[test]
+    fn a_cpu_whose_task_ended_takes_one_from_a_cpu_with_two() {
+        // 4 equal CPUs, 5 tasks: launch pins t0..t3 on CPUs 0..3 (empty CPUs
+        // first) and t4 on CPU 0 (EC/2 everywhere, its own CPU wins the tie).
+        let topo = Topology::fast_slow(0, 2.0, 4, 1.0, 4);
+        let mut cap = Capability::new(CapabilityParams::default(), &topo);
+        let mut s = snap(&[0, 0, 0, 0], &[(0, 0), (1, 1), (2, 2), (3, 3), (4, 0)], &[]);
+        let mut out = Vec::new();
+        cap.place(&topo, &s, &mut out);
+        assert_eq!(out.iter().map(|c| c.mask.first().unwrap().0).collect::<Vec<_>>(), vec![0, 1, 2, 3, 0]);
+        apply(&mut s, &out);
+        // t3 ends: CPU 3 has no active task, ECPT = EC = 1 s; CPU 0: 1/2 = 0.5;
+        // avg = (0.5 + 1 + 1 + 1) / 4 = 0.875. Swaps alone would keep the
+        // counts 2, 1, 1, 0 forever. Rounds 0-2 start at CPUs 0-2: CPU 0 is
+        // below average, CPUs 1 and 2 each swap a task with CPU 0 (counts
+        // unchanged). Round 3 starts at CPU 3: empty, above average → takes
+        // CPU 0's FIFO head (a move, one change): counts 1, 1, 1, 1.
+        let t3 = s.tasks.iter_mut().find(|t| t.id == TaskId(3)).unwrap();
+        (t3.active, t3.runnable_now, t3.running, t3.done) = (false, false, false, true);
+        for _ in 0..4 {
+            out.clear();
+            cap.place(&topo, &s, &mut out);
+            apply(&mut s, &out);
+        }
+        assert_eq!((cap.stats.swaps, cap.stats.moves), (3, 1));
+        assert_eq!(out.len(), 1, "round 3 is one move");
+        let active_on = |c: usize| cap.queue[c].iter().filter(|t| **t != TaskId(3)).count();
+        assert_eq!((0..4).map(active_on).collect::<Vec<_>>(), vec![1, 1, 1, 1]);
+        // Balanced (ECPT 1 s everywhere = the average): no more changes.
+        out.clear();
+        cap.place(&topo, &s, &mut out);
+        assert!(out.is_empty(), "{out:?}");
     }
 }
