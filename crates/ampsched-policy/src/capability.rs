@@ -13,14 +13,15 @@
 //!   interval (the simulator's `CpuSample::nr_running` is not used: it is a
 //!   point sample, and the paper counts the CPU's tasks).
 //! - Launch (the paper's `chcb`): a task seen active for the first time is
-//!   pinned in ECPT order — to an allowed CPU without a task if there is
-//!   one, else to the allowed CPU with the largest `EC / (tasks already
-//!   there + 1)`; ties (within each rule): larger `EC / (tasks + 1)`, fewer
-//!   tasks, the CPU it is on, the lowest id. Empty CPUs first because swaps
-//!   never change task counts: a CPU left empty at launch would stay idle
+//!   pinned in ECPT order, round-robin — to the allowed CPU with the fewest
+//!   managed tasks, ties: the largest `EC / (tasks already there + 1)`,
+//!   then the CPU it is on, then the lowest id. Fewest first because swaps
+//!   never change task counts: a CPU left empty at launch stayed idle
 //!   (regression: `cap-npb` static/cg, seed 3, pinned two threads to the
 //!   2.2 GHz CPU — EC/2 there tied EC/1 on a 1.1 GHz CPU up to noise
-//!   jitter — and left CPU 2 idle for the whole run). A round that pins new tasks does no balancing
+//!   jitter — and left CPU 2 idle for the whole run); it also spreads a
+//!   program's threads launched together over different CPUs, as the OS
+//!   did before the launch, instead of stacking barrier partners. A round that pins new tasks does no balancing
 //!   (the per-CPU balancers start one interval after the launch).
 //! - Per-CPU balancers, simulated within one `place` call: all wake at the
 //!   same instant, so every step 1 (compute and publish the local ECPT in the
@@ -43,9 +44,10 @@
 //! 5. select one task on each side by the selection policy, each allowed
 //!    (by the affinity it had before pinning) on the other CPU;
 //! 6. swap them by changing their hard affinity to the single other CPU;
-//!    a local CPU with no active task (`ECPT = EC`, e.g. its tasks ended or
-//!    it was left empty) has nothing to give: it takes the remote's task
-//!    (a one-way move), only from a remote with ≥ 2 active tasks;
+//!    when the remote has ≥ 2 active tasks more than the local CPU (e.g.
+//!    the local one's tasks ended: `ECPT = EC`), the local CPU takes the
+//!    remote's task instead (a one-way move): the pinned tasks escape the
+//!    OS runqueue balancer, so this balancer levels their counts;
 //! 7. re-publish the local ECPT (a one-for-one swap keeps `task_num`, so
 //!    the value is unchanged; after a move both the local and the remote
 //!    entry are re-published, so the vector is never stale within a round);
@@ -154,7 +156,7 @@ pub struct CapabilityStats {
     pub rounds: u64,
     /// Swaps done (two affinity changes each).
     pub swaps: u64,
-    /// One-way moves to a CPU without an active task (one affinity change each).
+    /// One-way moves to a CPU with ≥ 2 fewer active tasks (one affinity change each).
     pub moves: u64,
     /// Tasks pinned at launch.
     pub launched: u64,
@@ -280,17 +282,17 @@ impl Placer for Capability {
             if self.home[s.id.idx()].is_some() || !(s.active || s.runnable_now) || s.affinity.is_empty() {
                 continue;
             }
-            // A CPU without a task comes first: swaps never change task
-            // counts, so a CPU left empty here would idle for good while
+            // Fewest tasks first (round-robin in ECPT order): swaps never
+            // change task counts, so a CPU left empty here would idle while
             // another holds two tasks (EC/2 on a 2× CPU only *ties* EC/1 on
-            // an empty 1× CPU, and noise jitter decided such ties).
+            // an empty 1× CPU, and noise jitter decided such ties), and a
+            // program's threads launched together land on different CPUs.
             let best = s.affinity.iter().filter(|c| c.idx() < n).max_by(|a, b| {
                 let (ka, kb) =
                     (ec[a.idx()] / (task_num[a.idx()] + 1) as f64, ec[b.idx()] / (task_num[b.idx()] + 1) as f64);
-                (task_num[a.idx()] == 0)
-                    .cmp(&(task_num[b.idx()] == 0))
+                task_num[b.idx()]
+                    .cmp(&task_num[a.idx()])
                     .then(ka.total_cmp(&kb))
-                    .then(task_num[b.idx()].cmp(&task_num[a.idx()]))
                     .then((Some(*a) == s.cpu).cmp(&(Some(*b) == s.cpu)))
                     .then(b.cmp(a))
             });
@@ -323,18 +325,18 @@ impl Placer for Capability {
                 continue;
             }
             // Step 4: smallest ECPT, not recently migrated, below average,
-            // with a task to give (step 5 picks both tasks). A local CPU
-            // without an active task has nothing to give back: the swap
-            // degenerates to a move of the remote's task, allowed only from
-            // a remote with two or more active tasks (it must not empty it).
-            let local_empty = task_num[local.idx()] == 0;
+            // with a task to give (step 5 picks both tasks). When the
+            // remote has at least two active tasks more than the local CPU
+            // (e.g. the local one's tasks ended), the swap becomes a one-way
+            // move of the remote's task: pinned tasks escape the OS
+            // runqueue balancer, so this balancer levels their counts.
             let mut remotes: Vec<(CpuId, Option<TaskId>, TaskId)> = (0..n)
                 .map(|c| CpuId(c as u32))
                 .filter(|c| *c != local && !recent.contains(*c) && self.ecpt[c.idx()] < avg)
                 .filter_map(|r| {
                     let tr = self.pick(r, local, &by_id)?;
-                    if local_empty {
-                        (task_num[r.idx()] >= 2).then_some((r, None, tr))
+                    if task_num[r.idx()] >= task_num[local.idx()] + 2 {
+                        Some((r, None, tr))
                     } else {
                         Some((r, Some(self.pick(local, r, &by_id)?), tr))
                     }
