@@ -268,20 +268,27 @@ fn cmd_bench(only: Vec<String>, child: bool) -> Result<(), String> {
             let job = Job { scenario: &sc, seed: 1, dispatcher: None, placer: None };
             // Short cases are repeated for at least 1 s of wall time; the median run counts.
             let mut walls = Vec::new();
+            let mut cpus = Vec::new();
             let started = Instant::now();
             let r = loop {
                 let t0 = Instant::now();
+                let c0 = bench::thread_cpu_ns();
                 let r = run_one(&job).map_err(|e| e.to_string())?;
                 walls.push(t0.elapsed().as_secs_f64());
+                if let (Some(a), Some(b)) = (c0, bench::thread_cpu_ns()) {
+                    cpus.push(b.saturating_sub(a) as f64 / 1e9);
+                }
                 if started.elapsed().as_secs_f64() >= 1.0 || walls.len() >= 200 {
                     break r;
                 }
             };
             walls.sort_by(f64::total_cmp);
+            cpus.sort_by(f64::total_cmp);
             let wall = walls[walls.len() / 2];
+            let cpu = cpus.get(cpus.len() / 2).copied().unwrap_or(wall);
             let peak = bench::peak_rss_bytes().unwrap_or(0);
             println!(
-                "{{\"case\":\"{}\",\"wall_s\":{wall},\"sim_s\":{},\"events\":{},\"peak_bytes\":{peak}}}",
+                "{{\"case\":\"{}\",\"wall_s\":{wall},\"cpu_s\":{cpu},\"sim_s\":{},\"events\":{},\"peak_bytes\":{peak}}}",
                 case.name,
                 r.end_ns as f64 / 1e9,
                 r.events
@@ -290,7 +297,10 @@ fn cmd_bench(only: Vec<String>, child: bool) -> Result<(), String> {
         return Ok(());
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
-    println!("{:<4} {:>9} {:>12} {:>14} {:>10}  case", "case", "wall_s", "sim_s/wall_s", "events/wall_s", "peak_MB");
+    println!(
+        "{:<4} {:>9} {:>12} {:>14} {:>14} {:>10}  case",
+        "case", "wall_s", "sim_s/wall_s", "events/wall_s", "events/cpu_s", "peak_MB"
+    );
     for case in selected {
         // Each case in a fresh process so its peak memory is its own.
         let out = std::process::Command::new(&exe)
@@ -303,15 +313,17 @@ fn cmd_bench(only: Vec<String>, child: bool) -> Result<(), String> {
         let v: serde_json::Value =
             serde_json::from_slice(&out.stdout).map_err(|e| format!("bench child output: {e}"))?;
         let wall = v["wall_s"].as_f64().unwrap_or(0.0);
+        let cpu = v["cpu_s"].as_f64().unwrap_or(wall);
         let sim = v["sim_s"].as_f64().unwrap_or(0.0);
         let ev = v["events"].as_f64().unwrap_or(0.0);
         let peak = v["peak_bytes"].as_f64().unwrap_or(0.0) / 1e6;
         println!(
-            "{:<4} {:>9.2} {:>12.1} {:>14.0} {:>10.1}  {}",
+            "{:<4} {:>9.2} {:>12.1} {:>14.0} {:>14.0} {:>10.1}  {}",
             case.name,
             wall,
             sim / wall,
             ev / wall,
+            ev / cpu,
             peak,
             case.about
         );

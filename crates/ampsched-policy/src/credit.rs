@@ -210,6 +210,14 @@ pub struct Credit {
     pub nr_runnable: Vec<u32>,
     runq_sort_last: Vec<u32>,
     runq_sort: u32,
+    /// Per CPU: an upper bound on the priority of its queued vCPUs (`PRI_IDLE`
+    /// when empty), so a steal skips peers that cannot have a better vCPU
+    /// without touching their queues. Raised on every insert and every raise of
+    /// a queued vCPU's priority; tightened when a steal finds nothing there.
+    q_hi: Vec<i8>,
+    /// CPUs whose `q_hi` is at least `PRI_UNDER` (the peers worth a look for a
+    /// pCPU whose own best is OVER).
+    q_under: CpuSet,
     /// pCPUs idling (and not yet tickled); change only through `set_idle`.
     pub idlers: CpuSet,
     /// Number of idlers per memory domain (kept in step with `idlers`).
@@ -246,6 +254,8 @@ impl Credit {
             nr_runnable: vec![0; n],
             runq_sort_last: vec![0; n],
             runq_sort: 0,
+            q_hi: vec![PRI_IDLE; n],
+            q_under: CpuSet::new(),
             idlers: topo.all,
             idle_per_md: topo.mem_domains.iter().map(|s| s.len() as u32).collect(),
             md_of: topo.cpus.iter().map(|c| c.mem_domain).collect(),
@@ -309,6 +319,22 @@ impl Credit {
         let pos = q.iter().position(|o| pri > self.vc[o.idx()].pri).unwrap_or(q.len());
         self.runq[cpu.idx()].insert(pos, t);
         self.vc[t.idx()].on_runq = true;
+        self.raise_q_hi(cpu, pri);
+    }
+
+    fn set_q_hi(&mut self, cpu: CpuId, pri: i8) {
+        self.q_hi[cpu.idx()] = pri;
+        if pri >= PRI_UNDER {
+            self.q_under.insert(cpu);
+        } else {
+            self.q_under.remove(cpu);
+        }
+    }
+
+    fn raise_q_hi(&mut self, cpu: CpuId, pri: i8) {
+        if pri > self.q_hi[cpu.idx()] {
+            self.set_q_hi(cpu, pri);
+        }
     }
 
     /// Xen `runq_insert`: queue and count as runnable on its pCPU.
@@ -323,6 +349,9 @@ impl Credit {
         let q = &mut self.runq[cpu.idx()];
         let pos = q.iter().position(|o| *o == t).expect("vCPU on its runqueue");
         q.remove(pos);
+        if q.is_empty() {
+            self.set_q_hi(cpu, PRI_IDLE);
+        }
         self.vc[t.idx()].on_runq = false;
     }
 
@@ -491,6 +520,10 @@ impl Credit {
     pub fn steal(&mut self, v: &SysView, cpu: CpuId, pri: i8) -> Option<TaskId> {
         let topo = v.topo;
         let mut workers = self.overloaded.and_not(&self.idlers);
+        if pri >= PRI_OVER {
+            // Only a peer with an UNDER-or-better vCPU queued can have a better one.
+            workers = workers.and(&self.q_under);
+        }
         workers.remove(cpu);
         if workers.is_empty() {
             return None;
@@ -500,8 +533,10 @@ impl Credit {
             while !workers.is_empty() {
                 peer = workers.cycle(peer).expect("non-empty");
                 workers.remove(peer);
-                if let Some(t) = self.steal_from(v, peer, cpu, pri) {
-                    return Some(t);
+                if self.q_hi[peer.idx()] > pri {
+                    if let Some(t) = self.steal_from(v, peer, cpu, pri) {
+                        return Some(t);
+                    }
                 }
             }
             return None;
@@ -514,9 +549,11 @@ impl Credit {
             let Some(first) = w.cycle(self.balance_bias[n]) else { continue };
             let mut peer = first;
             loop {
-                if let Some(t) = self.steal_from(v, peer, cpu, pri) {
-                    self.balance_bias[n] = peer;
-                    return Some(t);
+                if self.q_hi[peer.idx()] > pri {
+                    if let Some(t) = self.steal_from(v, peer, cpu, pri) {
+                        self.balance_bias[n] = peer;
+                        return Some(t);
+                    }
                 }
                 peer = w.cycle(peer).expect("non-empty");
                 if peer == first {
@@ -532,7 +569,16 @@ impl Credit {
         v.curr[peer.idx()]?;
         let now = v.now;
         let hot_window = self.p.migration_delay;
-        let found = self.runq[peer.idx()].iter().copied().take_while(|t| self.vc[t.idx()].pri > pri).find(|t| {
+        let q = &self.runq[peer.idx()];
+        let better = q.iter().take_while(|t| self.vc[t.idx()].pri > pri).count();
+        if better == 0 {
+            // Nothing better here (Xen stops at the first vCPU not better than
+            // `pri`): tighten the bound so later steals skip this peer.
+            let hi = q.iter().map(|t| self.vc[t.idx()].pri).max().unwrap_or(PRI_IDLE);
+            self.set_q_hi(peer, hi);
+            return None;
+        }
+        let found = q[..better].iter().copied().find(|t| {
             let vc = &self.vc[t.idx()];
             let hot = hot_window.0 > 0 && now.saturating_sub(vc.last_sched) < hot_window;
             !hot && v.tasks[t.idx()].affinity.contains(cpu)
@@ -651,6 +697,7 @@ impl Credit {
             for t in q {
                 debug_assert_eq!(self.vc[t.idx()].cpu.idx(), c);
                 debug_assert!(!v.curr.contains(&Some(*t)), "{t} queued while running");
+                debug_assert!(self.vc[t.idx()].pri <= self.q_hi[c], "{t} above the queue bound of cpu{c}");
             }
         }
     }
@@ -727,6 +774,11 @@ impl Credit {
                     }
                 } else {
                     vc.pri = PRI_UNDER;
+                    if vc.on_runq {
+                        let cpu = vc.cpu;
+                        self.raise_q_hi(cpu, PRI_UNDER);
+                    }
+                    let vc = &mut self.vc[t.idx()];
                     if vc.parked {
                         vc.parked = false;
                         self.unpark(v, t, fx);

@@ -73,3 +73,11 @@ pub fn peak_rss_bytes() -> Option<u64> {
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }
+
+/// CPU time consumed by the calling thread so far, ns (Linux
+/// `/proc/thread-self/schedstat`), if known: a figure that stays meaningful
+/// when other work shares the machine, unlike wall time.
+pub fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
