@@ -76,6 +76,12 @@ pub enum Op {
         /// Wall time.
         dur: Nanos,
     },
+    /// Block for a random wall-clock duration, exponentially distributed with
+    /// mean `mean` (Poisson arrivals); drawn from the run's seeded generator.
+    SleepExp {
+        /// Mean wall time.
+        mean: Nanos,
+    },
     /// Start of a loop body executed `count` times; `end` is the index of its `LoopEnd`.
     LoopStart {
         /// Iterations (≥ 1).
@@ -238,6 +244,7 @@ impl Program {
                 Op::BarrierN { parties: 0, .. } => return Err(format!("op {i}: a barrier needs at least one party")),
                 Op::Affinity { mask } if mask.is_empty() => return Err(format!("op {i}: affinity must not be empty")),
                 Op::Timer { period, .. } if period.0 == 0 => return Err(format!("op {i}: timer period must be > 0")),
+                Op::SleepExp { mean } if mean.0 == 0 => return Err(format!("op {i}: sleep_exp mean must be > 0")),
                 _ => {}
             }
         }

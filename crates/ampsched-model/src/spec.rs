@@ -365,6 +365,12 @@ pub enum OpSpec {
         /// Wall time, ms.
         ms: f64,
     },
+    /// `{ sleep_exp = { mean_ms = 8 } }`: an exponentially distributed sleep
+    /// (Poisson arrivals), drawn from the run's seed.
+    SleepExp {
+        /// Mean wall time, ms (> 0).
+        mean_ms: f64,
+    },
     /// `{ loop = { count = 10, body = [ … ] } }`
     Loop {
         /// Iterations.
@@ -474,6 +480,16 @@ fn compile_into(ops: &[OpSpec], path: &str, out: &mut Vec<Op>) -> Result<(), Mod
             OpSpec::Unlock { id } => out.push(Op::Unlock { id: *id }),
             OpSpec::Sleep { ms } => {
                 out.push(Op::Sleep { dur: Nanos::from_ms_f64(nonneg(*ms, format!("{p}.sleep.ms"), "ms")?) })
+            }
+            OpSpec::SleepExp { mean_ms } => {
+                let mean = nonneg(*mean_ms, format!("{p}.sleep_exp.mean_ms"), "ms")?;
+                if mean <= 0.0 {
+                    return Err(ModelError::new(
+                        format!("{p}.sleep_exp.mean_ms"),
+                        format!("must be > 0 ms, got {mean}"),
+                    ));
+                }
+                out.push(Op::SleepExp { mean: Nanos::from_ms_f64(mean).max(Nanos(1)) })
             }
             OpSpec::Loop { count, body } => {
                 if *count == 0 {

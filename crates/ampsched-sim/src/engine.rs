@@ -1079,6 +1079,16 @@ impl Sim {
                     self.push(self.now + dur, Ev::Wake(t, g));
                     return Outcome::Blocked;
                 }
+                Op::SleepExp { mean } => {
+                    tk.pc += 1;
+                    tk.sleep_gen = tk.sleep_gen.wrapping_add(1);
+                    let g = tk.sleep_gen;
+                    // Exponential by inversion from the run's seeded generator.
+                    let u: f64 = self.rng.gen_range(f64::EPSILON..1.0);
+                    let dur = Nanos(((-u.ln()) * mean.0 as f64).round().max(1.0) as u64);
+                    self.push(self.now + dur, Ev::Wake(t, g));
+                    return Outcome::Blocked;
+                }
                 Op::End => {
                     self.set_state(t, St::Done);
                     self.tasks[t.idx()].done_at = Some(self.now);

@@ -20,6 +20,11 @@
 //!   stages round-robin.
 //! - `workqueue`: parallel loops (`ParFor`) with static, dynamic or guided
 //!   partitioning, optional serial work between loops.
+//! - `server`: a throughput server — thread 0 generates requests with
+//!   exponential inter-arrival times (Poisson arrivals, drawn from the run's
+//!   seed) into a bounded backlog; threads 1.. are a worker pool that pops
+//!   and serves them. Meant for duration-bounded runs (`stop.duration_s`):
+//!   `requests` is an upper bound the run normally does not reach.
 //!
 //! Invariants. Every program ends with `End` and passes [`Program::validate`];
 //! barriers involve every thread of the group (every thread's program passes
@@ -95,6 +100,7 @@ enum Template {
     Phased,
     Pipeline,
     Workqueue,
+    Server,
 }
 
 /// What values a parameter accepts.
@@ -257,6 +263,28 @@ const WORKQUEUE_PARAMS: &[ParamDef] = &[
     OVERLAP,
 ];
 
+const SERVER_PARAMS: &[ParamDef] = &[
+    p("rate_per_s", positive(1e9), Val::F(100.0), "mean request arrival rate, requests per second (Poisson)"),
+    p("request_ms", float(0.0, MAX_TIME), Val::F(10.0), "work per request at speed 1.0, ms"),
+    p(
+        "requests",
+        int(1, MAX_COUNT),
+        Val::I(100_000),
+        "requests sent in all (an upper bound: runs normally stop at stop.duration_s first)",
+    ),
+    p(
+        "queue_cap",
+        int(1, MAX_COUNT),
+        Val::I(1024),
+        "backlog of waiting requests; the generator waits while it is full",
+    ),
+    WAIT,
+    SPIN_LIMIT,
+    MEM,
+    WS_KB,
+    OVERLAP,
+];
+
 /// Every template: (template, name, doc, parameters).
 const TEMPLATES: &[(Template, &str, &str, &[ParamDef])] = &[
     (
@@ -289,6 +317,12 @@ const TEMPLATES: &[(Template, &str, &str, &[ParamDef])] = &[
         "workqueue",
         "parallel loops split by a static, dynamic or guided schedule, optional serial work between them",
         WORKQUEUE_PARAMS,
+    ),
+    (
+        Template::Server,
+        "server",
+        "thread 0 sends Poisson-arriving requests into a backlog; threads 1.. (a worker pool) serve them",
+        SERVER_PARAMS,
     ),
 ];
 
@@ -508,6 +542,7 @@ fn build(t: Template, r: &Resolved, threads: u32) -> Result<Vec<Program>, ModelE
         Template::Phased => build_phased(r, threads, m),
         Template::Pipeline => Ok(build_pipeline(r, threads, m)),
         Template::Workqueue => build_workqueue(r, threads, m),
+        Template::Server => build_server(r, threads, m),
     }
 }
 
@@ -716,6 +751,51 @@ fn build_workqueue(r: &Resolved, threads: u32, m: MemSpec) -> Result<Vec<Program
         })
         .collect();
     Ok(programs)
+}
+
+/// `server`: thread 0 = `requests` × [SleepExp(1 / rate); Push 0]; worker
+/// `w` of the `threads − 1` workers = its share of the requests (an equal
+/// split, remainder to the first) × [Pop 0; compute `request_ms`]. Pushes and
+/// pops balance exactly. Workers take requests in FIFO order of their
+/// waiting, so while the run is far from `requests` (the intended use) the
+/// split never binds. One thread: it sleeps, then serves, in turn.
+fn build_server(r: &Resolved, threads: u32, m: MemSpec) -> Result<Vec<Program>, ModelError> {
+    let rate = r.f("rate_per_s");
+    let mean = Nanos::from_secs_f64(1.0 / rate);
+    if mean.0 == 0 {
+        return Err(r.err("rate_per_s", format!("too large: {rate} (mean inter-arrival must be ≥ 1 ns)")));
+    }
+    let requests = r.i("requests");
+    let work = Nanos::from_ms_f64(r.f("request_ms"));
+    let cap = count_u32(r.i("queue_cap"), r, "queue_cap", "requests")?;
+    let wait = wait_of(r);
+    if threads <= 1 {
+        let mut b = Builder::new(m);
+        b.repeat(count_u32(requests, r, "requests", "requests")?, |b| {
+            b.push(Op::SleepExp { mean });
+            b.compute(work);
+        });
+        return Ok(vec![b.finish()]);
+    }
+    let mut gen = Builder::new(m);
+    gen.repeat(count_u32(requests, r, "requests", "requests")?, |b| {
+        b.push(Op::SleepExp { mean });
+        b.push(Op::Push { chan: 0, capacity: cap, wait: Wait::Block });
+    });
+    let mut out = vec![gen.finish()];
+    let workers = (threads - 1) as u64;
+    for w in 0..workers {
+        let mine = requests / workers + u64::from(w < requests % workers);
+        let mut b = Builder::new(m);
+        if mine > 0 {
+            b.repeat(mine as u32, |b| {
+                b.push(Op::Pop { chan: 0, wait });
+                b.compute(work);
+            });
+        }
+        out.push(b.finish());
+    }
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------
@@ -1081,7 +1161,7 @@ mod tests {
                                 ts[t].stack.pop();
                             }
                         }
-                        Op::Compute { .. } | Op::Sleep { .. } => {}
+                        Op::Compute { .. } | Op::Sleep { .. } | Op::SleepExp { .. } => {}
                         other => return Err(format!("op {other:?} is not used by library models")),
                     }
                     if next {
@@ -1465,7 +1545,7 @@ mod tests {
     fn templates_list_their_parameters() {
         let t = Library::templates();
         let names: Vec<_> = t.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["sequential", "cpu-bound", "fork-join", "phased", "pipeline", "workqueue"]);
+        assert_eq!(names, ["sequential", "cpu-bound", "fork-join", "phased", "pipeline", "workqueue", "server"]);
         let phased = &t[3];
         assert!(phased.params.iter().any(|p| p.0 == "wait" && p.1 == "block"));
         // The default spin limit is modern libgomp's ≈ 2 ms.
