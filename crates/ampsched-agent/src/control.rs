@@ -36,7 +36,7 @@ use crate::config::{Target, TargetKind};
 use crate::discovery::Discovered;
 use crate::metrics::{label, MetricsServer};
 use crate::procfs::{
-    children, cmdline, list_pids, list_tids, parse_schedstat, parse_stat, parse_vcpu_thread_name, ProcFile,
+    children, cmdline, list_pids, list_tids, parse_schedstat, parse_stat, parse_vcpu_thread_name, ProcFile, TaskDir,
 };
 use crate::qmp::query_vcpus;
 use crate::sampler::{CpuFigures, CpuSampler};
@@ -196,7 +196,7 @@ struct Thread {
     vcpu: u32,
     stat: ProcFile,
     sched: ProcFile,
-    last_run: u64,
+    children: Option<ProcFile>,
     last_sched: (u64, u64, u64),
     state: char,
     processor: u32,
@@ -224,7 +224,9 @@ pub struct Agent {
     domains: Vec<Domain>,
     threads: BTreeMap<TaskId, Thread>,
     by_tid: HashMap<i32, TaskId>,
-    pstat: HashMap<i32, ProcFile>,
+    task_dirs: HashMap<i32, TaskDir>,
+    pid_threads: HashMap<i32, usize>,
+    leader_stat: HashMap<i32, ProcFile>,
     next_task: u32,
     known_vms: HashSet<i32>,
     period: Nanos,
@@ -238,6 +240,58 @@ pub struct Agent {
     last_cpu: Vec<CpuFigures>,
     restored: bool,
     warned: HashSet<String>,
+    sample_pool: Vec<TaskSample>,
+    changes_buf: Vec<AffinityChange>,
+    fd_limit: Option<libc::rlimit>,
+}
+
+/// A thread whose run + run-queue wait in a period is below `period / STAT_BURST_DIV`
+/// (1/8: 3.75 ms of 30 ms) had a short burst: its `stat` is not read (it is taken to be
+/// asleep again, and its run time is charged to its mask's class or its last CPU's).
+pub const STAT_BURST_DIV: u64 = 8;
+/// Every this many periods (staggered by task) a thread that did anything gets its `stat`
+/// read anyway, so the CPU of a short-burst thread with a multi-class mask is never stale for long.
+pub const STAT_REFRESH_EVERY: u64 = 8;
+
+/// Whether a thread's `stat` (state and CPU; several times the cost of `schedstat`) must be
+/// read this period. `state` is what the last read said ('?' = never read), `changed` whether
+/// `schedstat` moved, `demand` its run + wait ns in the period, `one_class` whether its mask
+/// lies in one CPU class. A thread that did nothing since a read saying it was asleep is still
+/// asleep on the same CPU; a runnable one is read until it stops; a short burst is read only
+/// when its mask leaves its CPU's class unknown, and then only every `STAT_REFRESH_EVERY`
+/// periods.
+pub fn want_stat(state: char, changed: bool, demand: u64, burst: u64, one_class: bool, period: u64, task: u32) -> bool {
+    if state == '?' || state == 'R' {
+        return true;
+    }
+    if !changed {
+        return false;
+    }
+    if demand >= burst {
+        return true;
+    }
+    !one_class && (period + task as u64).is_multiple_of(STAT_REFRESH_EVERY)
+}
+
+/// The class of every CPU in `mask` (topology ids) when they share one; `None` for an empty or mixed mask.
+pub fn class_of_mask(topo: &ampsched_model::Topology, mask: &CpuSet) -> Option<usize> {
+    let mut it = mask.iter().filter(|c| c.idx() < topo.cpus.len()).map(|c| topo.cpus[c.idx()].class);
+    let first = it.next()?;
+    it.all(|k| k == first).then_some(first)
+}
+
+/// Raise the agent's soft limit on open files to the hard limit (two or three kept-open
+/// `/proc` files per managed thread); returns the previous limit, which launched commands get
+/// back, when it was raised.
+fn raise_fd_limit() -> Option<libc::rlimit> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: valid pointer to an rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 || lim.rlim_cur >= lim.rlim_max {
+        return None;
+    }
+    let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+    // SAFETY: valid pointer to an rlimit.
+    (unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0).then_some(lim)
 }
 
 /// The name of a placer's period parameter (`period_ms` or `interval_ms`).
@@ -344,7 +398,9 @@ impl Agent {
             domains: Vec::new(),
             threads: BTreeMap::new(),
             by_tid: HashMap::new(),
-            pstat: HashMap::new(),
+            task_dirs: HashMap::new(),
+            pid_threads: HashMap::new(),
+            leader_stat: HashMap::new(),
             next_task: 0,
             known_vms: HashSet::new(),
             period,
@@ -358,6 +414,9 @@ impl Agent {
             last_cpu: Vec::new(),
             restored: false,
             warned: HashSet::new(),
+            sample_pool: Vec::new(),
+            changes_buf: Vec::new(),
+            fd_limit: None,
         })
     }
 
@@ -423,7 +482,19 @@ impl Agent {
             let t = self.targets[ti].clone();
             match &t.kind {
                 TargetKind::Command(argv) => {
-                    let child = Command::new(&argv[0]).args(&argv[1..]).spawn();
+                    let mut cmd = Command::new(&argv[0]);
+                    cmd.args(&argv[1..]);
+                    if let Some(lim) = self.fd_limit {
+                        use std::os::unix::process::CommandExt;
+                        // SAFETY: setrlimit is async-signal-safe; `lim` is a plain copy.
+                        unsafe {
+                            cmd.pre_exec(move || {
+                                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+                                Ok(())
+                            });
+                        }
+                    }
+                    let child = cmd.spawn();
                     let child = match child {
                         Ok(c) => c,
                         Err(e) => {
@@ -480,7 +551,33 @@ impl Agent {
     }
 
     /// Look for descendants, VMs and new QEMU processes.
+    /// Direct children of process `p`: from the kept-open `children` files of its managed
+    /// threads (one `pread` each), else by path for a process not managed yet.
+    fn children_of(&mut self, p: i32, by_pid: &BTreeMap<i32, Vec<TaskId>>) -> Vec<i32> {
+        let Some(tasks) = by_pid.get(&p) else { return children(&self.proc_root, p) };
+        let mut out = Vec::new();
+        for task in tasks {
+            let Some(t) = self.threads.get_mut(task) else { continue };
+            if t.children.is_none() {
+                let path = self.proc_root.join(p.to_string()).join("task").join(t.tid.to_string()).join("children");
+                t.children = ProcFile::open(&path).ok();
+            }
+            if let Some(text) = t.children.as_mut().and_then(|f| f.read().ok()) {
+                out.extend(text.split_ascii_whitespace().filter_map(|x| x.parse::<i32>().ok()));
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     fn rescan(&mut self) {
+        let mut by_pid: BTreeMap<i32, Vec<TaskId>> = BTreeMap::new();
+        if self.domains.iter().any(|d| d.alive && self.targets[d.target].children) {
+            for (id, t) in &self.threads {
+                by_pid.entry(t.pid).or_default().push(*id);
+            }
+        }
         for di in 0..self.domains.len() {
             if !self.domains[di].alive {
                 continue;
@@ -489,22 +586,24 @@ impl Agent {
             let want_children = self.targets[ti].children;
             let root = self.domains[di].root;
             let proc_root = self.proc_root.clone();
-            match &mut self.domains[di].kind {
-                DomKind::Proc { procs } => {
-                    if want_children {
-                        let mut all = BTreeSet::new();
-                        let mut stack = vec![root];
-                        while let Some(p) = stack.pop() {
-                            if all.insert(p) {
-                                stack.extend(children(&proc_root, p));
-                            }
-                        }
-                        all.retain(|p| proc_root.join(p.to_string()).exists());
-                        if !all.is_empty() || !proc_root.join(root.to_string()).exists() {
-                            *procs = all;
-                        }
+            if want_children && matches!(self.domains[di].kind, DomKind::Proc { .. }) {
+                let mut all = BTreeSet::new();
+                let mut stack = vec![root];
+                while let Some(p) = stack.pop() {
+                    if all.insert(p) {
+                        let kids = self.children_of(p, &by_pid);
+                        stack.extend(kids);
                     }
                 }
+                all.retain(|p| proc_root.join(p.to_string()).exists());
+                if !all.is_empty() || !proc_root.join(root.to_string()).exists() {
+                    if let DomKind::Proc { procs } = &mut self.domains[di].kind {
+                        *procs = all;
+                    }
+                }
+            }
+            match &mut self.domains[di].kind {
+                DomKind::Proc { .. } => {}
                 DomKind::Vm { pid, qmp, vcpus } => {
                     let pid = *pid;
                     let fresh = match qmp {
@@ -619,7 +718,7 @@ impl Agent {
                 vcpu,
                 stat,
                 sched,
-                last_run: last_sched.0,
+                children: None,
                 last_sched,
                 state: '?',
                 processor: st.processor,
@@ -631,12 +730,19 @@ impl Agent {
             },
         );
         self.by_tid.insert(tid, task);
+        *self.pid_threads.entry(pid).or_insert(0) += 1;
         self.log(ev);
     }
 
     fn remove_thread(&mut self, task: TaskId, why: &str) {
         if let Some(t) = self.threads.remove(&task) {
             self.by_tid.remove(&t.tid);
+            if let std::collections::hash_map::Entry::Occupied(mut e) = self.pid_threads.entry(t.pid) {
+                *e.get_mut() -= 1;
+                if *e.get() == 0 {
+                    e.remove();
+                }
+            }
             let ev = json!({"event": "thread-gone", "tid": t.tid, "task": task.0, "reason": why});
             self.log(ev);
         }
@@ -644,10 +750,6 @@ impl Agent {
 
     /// List every domain's threads; add new ones, drop vanished ones; notice ended domains.
     fn refresh_threads(&mut self) {
-        let mut per_pid: HashMap<i32, usize> = HashMap::new();
-        for t in self.threads.values() {
-            *per_pid.entry(t.pid).or_insert(0) += 1;
-        }
         for di in 0..self.domains.len() {
             if !self.domains[di].alive {
                 continue;
@@ -663,31 +765,37 @@ impl Agent {
             match &self.domains[di].kind {
                 DomKind::Proc { procs } => {
                     for &p in procs {
-                        // List the threads only when the process's thread count differs from the
-                        // number managed (a readdir per period costs more than one `stat`).
-                        let pstat = match self.pstat.entry(p) {
+                        // List the threads only when the process's thread count (one `fstat` of
+                        // its kept-open task directory) differs from the number managed.
+                        let dir = match self.task_dirs.entry(p) {
                             std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
                             std::collections::hash_map::Entry::Vacant(v) => {
-                                ProcFile::open(&self.proc_root.join(p.to_string()).join("stat"))
-                                    .ok()
-                                    .map(|f| v.insert(f))
+                                TaskDir::open(&self.proc_root, p).ok().map(|f| v.insert(f))
                             }
                         };
-                        // A zombie whose threads all exited counts as gone.
-                        let n = pstat
-                            .and_then(|f| f.read().ok().and_then(parse_stat))
-                            .filter(|s| !(s.state == 'Z' && s.num_threads <= 1))
-                            .map(|s| s.num_threads);
-                        match n {
-                            None => {
-                                self.pstat.remove(&p);
-                            }
-                            Some(n) => {
-                                alive_procs += 1;
-                                if per_pid.get(&p).copied().unwrap_or(0) != n as usize {
-                                    want.extend(list_tids(&self.proc_root, p).into_iter().map(|t| (p, t, None)));
+                        let mut n = dir.map(|d| d.threads()).unwrap_or(0);
+                        // One thread left may be a zombie leader whose threads all exited: gone.
+                        if n == 1 {
+                            let f = match self.leader_stat.entry(p) {
+                                std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
+                                std::collections::hash_map::Entry::Vacant(v) => {
+                                    ProcFile::open(&self.proc_root.join(p.to_string()).join("stat"))
+                                        .ok()
+                                        .map(|f| v.insert(f))
                                 }
+                            };
+                            if f.and_then(|f| f.read().ok().and_then(parse_stat)).is_none_or(|s| s.state == 'Z') {
+                                n = 0;
                             }
+                        }
+                        if n == 0 {
+                            self.task_dirs.remove(&p);
+                            self.leader_stat.remove(&p);
+                            continue;
+                        }
+                        alive_procs += 1;
+                        if self.pid_threads.get(&p).copied().unwrap_or(0) as u64 != n {
+                            want.extend(list_tids(&self.proc_root, p).into_iter().map(|t| (p, t, None)));
                         }
                     }
                 }
@@ -698,9 +806,10 @@ impl Agent {
                 }
             }
             // A launched command that was reaped has no threads even if /proc still lists a zombie.
+            // (Checked only when nothing else is alive: a `stat` system call per domain per period saved.)
             let root_gone =
-                self.domains[di].exit.is_some() || !self.proc_root.join(self.domains[di].root.to_string()).exists();
-            if want.is_empty() && alive_procs == 0 && root_gone {
+                || self.domains[di].exit.is_some() || !self.proc_root.join(self.domains[di].root.to_string()).exists();
+            if want.is_empty() && alive_procs == 0 && root_gone() {
                 self.domains[di].alive = false;
                 let ev =
                     json!({"event": "domain-gone", "domain": self.domains[di].id.0, "name": self.domains[di].name});
@@ -753,8 +862,8 @@ impl Agent {
             self.last_rescan = Some(now_mono);
         }
         self.refresh_threads();
-        let managed: HashSet<i32> = self.by_tid.keys().copied().collect();
-        let cpus = self.cpu.sample(&managed);
+        let by_tid = &self.by_tid;
+        let cpus = self.cpu.sample(&|tid| by_tid.contains_key(&tid));
         let topo = &self.d.topo;
         let ncls = topo.classes.len();
         let fast_idle: u64 =
@@ -763,23 +872,29 @@ impl Agent {
             cpus.iter().enumerate().filter(|(i, _)| !topo.is_fast(CpuId(*i as u32))).map(|(_, c)| c.busy.0).sum();
         self.fisb_machine_ns += fast_idle.min(slow_busy);
         let mut nr_running = vec![0u32; topo.ncpus()];
-        let mut tasks = Vec::with_capacity(self.threads.len());
+        // Reuse last period's task samples (and their per-class vectors): no allocation per thread.
+        let mut pool = std::mem::take(&mut self.sample_pool);
+        let mut tasks: Vec<TaskSample> = Vec::with_capacity(self.threads.len());
         let mut gone = Vec::new();
         let mut slow_run = vec![0u64; self.domains.len()];
         for d in &mut self.domains {
             d.active = 0;
             d.threads = 0;
         }
+        let burst = self.period.0 / STAT_BURST_DIV;
+        let period_no = self.stats.periods;
         for (id, t) in self.threads.iter_mut() {
             self.stats.thread_samples += 1;
             let Some(ss) = t.sched.read().ok().and_then(parse_schedstat) else {
                 gone.push(*id);
                 continue;
             };
-            // `stat` costs several times `schedstat`: read it only when the thread ran,
-            // waited or switched since the last period, or was runnable then. A thread
-            // that did none of these is still asleep on the same CPU.
-            if ss != t.last_sched || t.state == 'R' || t.state == '?' {
+            let delta = ss.0.saturating_sub(t.last_sched.0);
+            let waited = ss.1.saturating_sub(t.last_sched.1);
+            // Class of the CPU it ran on, known without `stat` when its mask lies in one class
+            // (the placers' masks do).
+            let mask_class = class_of_mask(topo, &t.cur);
+            if want_stat(t.state, ss != t.last_sched, delta + waited, burst, mask_class.is_some(), period_no, id.0) {
                 self.stats.stat_reads += 1;
                 let Some(st) = t.stat.read().ok().and_then(parse_stat) else {
                     gone.push(*id);
@@ -787,18 +902,28 @@ impl Agent {
                 };
                 t.state = st.state;
                 t.processor = st.processor;
+            } else if ss != t.last_sched {
+                // A short burst (< period / STAT_BURST_DIV of run + wait) and no `stat`: it
+                // ran and, with so little demand, is asleep again.
+                t.state = 'S';
             }
             if t.state == 'Z' || t.state == 'X' {
                 gone.push(*id);
                 continue;
             }
-            let run = ss.0;
-            let delta = run.saturating_sub(t.last_run);
-            t.last_run = run;
             t.last_sched = ss;
-            let cpu = self.d.topo_id(t.processor);
+            let mut cpu = self.d.topo_id(t.processor);
             let runnable = t.state == 'R';
-            let mut by_class = vec![Nanos::ZERO; ncls];
+            let mut by_class = pool.pop().map(|s| s.run_by_class).unwrap_or_default();
+            by_class.clear();
+            by_class.resize(ncls, Nanos::ZERO);
+            // The CPU last seen is outside a single-class mask only when `stat` was skipped
+            // after the mask changed: charge the mask's class then (its first CPU).
+            if let (Some(k), Some(c)) = (mask_class, cpu) {
+                if topo.cpus[c.idx()].class != k {
+                    cpu = t.cur.iter().next();
+                }
+            }
             if let Some(c) = cpu {
                 let cls = topo.cpus[c.idx()].class;
                 by_class[cls] = Nanos(delta);
@@ -865,11 +990,14 @@ impl Agent {
                 .collect(),
         };
         self.last_cpu = cpus;
-        let mut changes: Vec<AffinityChange> = Vec::new();
+        let mut changes = std::mem::take(&mut self.changes_buf);
+        changes.clear();
         self.placer.place(&self.d.topo, &snap, &mut changes);
-        self.apply(&changes)?;
+        self.sample_pool = snap.tasks;
+        let r = self.apply(&changes);
+        self.changes_buf = changes;
         self.stats.periods += 1;
-        Ok(())
+        r
     }
 
     fn apply(&mut self, changes: &[AffinityChange]) -> Result<(), AgentError> {
@@ -1102,6 +1230,7 @@ impl Agent {
     pub fn run(mut self) -> Result<Outcome, AgentError> {
         signals::install();
         self.start = signals::monotonic();
+        self.fd_limit = raise_fd_limit();
         self.launch()?;
         let cpu0 = signals::process_cpu();
         let period = Duration::from_nanos(self.period.0);
@@ -1208,6 +1337,36 @@ mod tests {
         let v = vcpus_by_name(d.path(), 77);
         assert_eq!(v.into_iter().collect::<Vec<_>>(), vec![(78, 0), (79, 1)]);
         assert_eq!(guest_name(d.path(), 5), "pid5");
+    }
+
+    #[test]
+    fn stat_is_read_only_when_schedstat_cannot_tell() {
+        // Period 30 ms, burst threshold 30 / 8 = 3.75 ms.
+        let burst = 30_000_000 / STAT_BURST_DIV;
+        // Never read, or runnable at the last read: always.
+        assert!(want_stat('?', false, 0, burst, true, 1, 0));
+        assert!(want_stat('R', false, 0, burst, true, 1, 0));
+        // Asleep and nothing moved: still asleep on the same CPU.
+        assert!(!want_stat('S', false, 0, burst, false, 0, 0));
+        // Woke and ran or waited ≥ 3.75 ms: may still be runnable.
+        assert!(want_stat('S', true, 4_000_000, burst, true, 1, 0));
+        // A 200 µs burst in a one-class mask: its class is the mask's, no read.
+        assert!(!want_stat('S', true, 200_000, burst, true, 0, 0));
+        // The same burst with a mask over both classes: read every 8th period, staggered by task:
+        // (period 5 + task 3) = 8 ≡ 0 (mod 8) → read; period 6 → not.
+        assert!(want_stat('S', true, 200_000, burst, false, 5, 3));
+        assert!(!want_stat('S', true, 200_000, burst, false, 6, 3));
+    }
+
+    #[test]
+    fn class_of_a_mask() {
+        // 1 fast CPU (class 0) + 3 slow (class 1).
+        let topo = ampsched_model::Topology::fast_slow(1, 2.0, 3, 1.0, 4);
+        let ids = |v: &[u32]| CpuSet::from_cpus(v.iter().map(|c| CpuId(*c)));
+        assert_eq!(class_of_mask(&topo, &ids(&[0])), Some(topo.fast_class));
+        assert_eq!(class_of_mask(&topo, &ids(&[1, 3])), Some(topo.cpus[1].class));
+        assert_eq!(class_of_mask(&topo, &ids(&[0, 1])), None);
+        assert_eq!(class_of_mask(&topo, &CpuSet::new()), None);
     }
 
     #[test]

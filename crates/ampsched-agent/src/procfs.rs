@@ -23,17 +23,23 @@ impl ProcFile {
     }
 
     /// Read the whole file afresh. An empty result means the task is gone.
+    ///
+    /// One `pread` per call once the buffer has grown to the file's size: a
+    /// `/proc` (seq_file) read returns everything that fits, so a short read
+    /// is the end of the file. (Asking again at the end would cost a second
+    /// system call for nothing; every period, for every thread.)
     pub fn read(&mut self) -> io::Result<&str> {
         let mut n = 0;
         loop {
             if n == self.buf.len() {
                 self.buf.resize(self.buf.len() * 2, 0);
             }
+            let want = self.buf.len() - n;
             let k = self.file.read_at(&mut self.buf[n..], n as u64)?;
-            if k == 0 {
+            n += k;
+            if k == 0 || k < want {
                 break;
             }
-            n += k;
         }
         if std::str::from_utf8(&self.buf[..n]).is_err() {
             // A thread name may hold any bytes; the fields we parse are ASCII.
@@ -44,6 +50,27 @@ impl ProcFile {
             }
         }
         Ok(std::str::from_utf8(&self.buf[..n]).unwrap_or(""))
+    }
+}
+
+/// A process's `/proc/<pid>/task` directory kept open: its link count is 2 + the number
+/// of threads, so one `fstat` per period tells whether the thread list changed (cheaper than
+/// `stat`, which for a whole process walks every thread, and than listing the directory).
+pub struct TaskDir {
+    dir: File,
+}
+
+impl TaskDir {
+    /// Open `/proc/<pid>/task` under `proc_root`.
+    pub fn open(proc_root: &Path, pid: i32) -> io::Result<TaskDir> {
+        Ok(TaskDir { dir: File::open(proc_root.join(pid.to_string()).join("task"))? })
+    }
+
+    /// Threads in the process now; 0 once it has been reaped (a zombie still counts its
+    /// leader: 1).
+    pub fn threads(&self) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        self.dir.metadata().map(|m| m.nlink().saturating_sub(2)).unwrap_or(0)
     }
 }
 
@@ -262,6 +289,20 @@ mod tests {
         assert_eq!(parse_vcpu_thread_name("CPU 1/XYZ"), None);
         assert_eq!(parse_vcpu_thread_name("qemu-system-x86"), None);
         assert!(is_rt_policy(SCHED_FIFO) && !is_rt_policy(0));
+    }
+
+    #[test]
+    fn a_task_dir_counts_threads_until_the_process_is_reaped() {
+        let mut c = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let d = TaskDir::open(Path::new("/proc"), c.id() as i32).unwrap();
+        // `sleep` has one thread; nlink = 2 + 1.
+        assert_eq!(d.threads(), 1);
+        // Our own process: the test harness runs this test on a thread of its own, so ≥ 2.
+        assert!(TaskDir::open(Path::new("/proc"), std::process::id() as i32).unwrap().threads() >= 2);
+        c.kill().unwrap();
+        c.wait().unwrap();
+        // Reaped: no threads left, the kept handle says 0.
+        assert_eq!(d.threads(), 0);
     }
 
     #[test]

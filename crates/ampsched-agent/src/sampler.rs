@@ -17,7 +17,8 @@
 //! USER_HZ 100) makes a single 30 ms period coarse; it evens out over periods.
 
 use crate::procfs::{
-    is_rt_policy, list_pids, list_tids, parse_proc_stat, parse_schedstat, parse_stat, CpuTimes, ProcFile,
+    is_rt_policy, list_pids, list_tids, parse_proc_stat, parse_schedstat, parse_stat, read_task_stat, CpuTimes,
+    ProcFile,
 };
 use crate::AgentError;
 use ampsched_model::Nanos;
@@ -57,6 +58,7 @@ struct RtTask {
     stat: ProcFile,
     sched: ProcFile,
     last_run: u64,
+    pinned: Option<u32>,
 }
 
 /// Samples per-CPU figures each period.
@@ -68,6 +70,7 @@ pub struct CpuSampler {
     prev: Vec<Option<CpuTimes>>,
     rt: BTreeMap<i32, RtTask>,
     last_rt_scan: Option<Instant>,
+    real_proc: bool,
 }
 
 impl CpuSampler {
@@ -83,6 +86,7 @@ impl CpuSampler {
             prev: vec![None; linux_ids.len()],
             rt: BTreeMap::new(),
             last_rt_scan: None,
+            real_proc: proc_root == Path::new("/proc"),
         })
     }
 
@@ -91,37 +95,59 @@ impl CpuSampler {
         self.rt.keys().copied().collect()
     }
 
-    fn rescan_rt(&mut self, managed: &HashSet<i32>) {
+    fn rescan_rt(&mut self, managed: &dyn Fn(i32) -> bool) {
         let mut seen = HashSet::new();
         for pid in list_pids(&self.proc_root) {
             for tid in list_tids(&self.proc_root, pid) {
-                if managed.contains(&tid) {
+                if managed(tid) {
                     continue;
                 }
-                let dir = self.proc_root.join(pid.to_string()).join("task").join(tid.to_string());
-                let Ok(text) = std::fs::read_to_string(dir.join("stat")) else { continue };
-                let Some(st) = parse_stat(&text) else { continue };
-                if !is_rt_policy(st.policy) {
+                // The policy by system call (no file to open and format); `stat` field 41 when
+                // sampling a fixture tree.
+                let policy = if self.real_proc {
+                    // SAFETY: no memory is passed.
+                    let p = unsafe { libc::sched_getscheduler(tid) };
+                    if p < 0 {
+                        continue;
+                    }
+                    (p & !libc::SCHED_RESET_ON_FORK) as u32
+                } else {
+                    match read_task_stat(&self.proc_root, pid, tid) {
+                        Some(st) => st.policy,
+                        None => continue,
+                    }
+                };
+                if !is_rt_policy(policy) {
                     continue;
                 }
                 seen.insert(tid);
                 if self.rt.contains_key(&tid) {
                     continue;
                 }
+                let dir = self.proc_root.join(pid.to_string()).join("task").join(tid.to_string());
                 let (Ok(stat), Ok(mut sched)) =
                     (ProcFile::open(&dir.join("stat")), ProcFile::open(&dir.join("schedstat")))
                 else {
                     continue;
                 };
                 let last_run = sched.read().ok().and_then(parse_schedstat).map(|s| s.0).unwrap_or(0);
-                self.rt.insert(tid, RtTask { stat, sched, last_run });
+                // A thread allowed on one CPU only (per-CPU kernel threads, pinned hogs) needs no
+                // `stat` to know where it ran.
+                let pinned = if self.real_proc {
+                    crate::actuate::get_affinity(tid).ok().filter(|m| m.len() == 1).and_then(|m| m.first())
+                } else {
+                    None
+                }
+                .map(|c| c.0);
+                self.rt.insert(tid, RtTask { stat, sched, last_run, pinned });
             }
         }
         self.rt.retain(|t, _| seen.contains(t));
     }
 
     /// Figures since the previous call, per topology CPU (the first call returns zeros).
-    pub fn sample(&mut self, managed: &HashSet<i32>) -> Vec<CpuFigures> {
+    /// `managed` tells the agent's own threads apart (never counted as noise).
+    pub fn sample(&mut self, managed: &dyn Fn(i32) -> bool) -> Vec<CpuFigures> {
         let now = Instant::now();
         if self.last_rt_scan.is_none_or(|t| now.duration_since(t) >= RT_RESCAN) {
             self.rescan_rt(managed);
@@ -143,7 +169,7 @@ impl CpuSampler {
             if d == 0 {
                 continue;
             }
-            let cpu = t.stat.read().ok().and_then(parse_stat).map(|s| s.processor);
+            let cpu = t.pinned.or_else(|| t.stat.read().ok().and_then(parse_stat).map(|s| s.processor));
             if let Some(i) = cpu.and_then(|c| self.linux_ids.iter().position(|l| *l == c)) {
                 rt_ns[i] += d;
             }
@@ -185,10 +211,10 @@ mod tests {
         let w = |text: &str| std::fs::write(d.path().join("stat"), text).unwrap();
         w("cpu0 100 0 0 100 0 0 0 0\ncpu1 100 0 0 100 0 0 0 0\n");
         let mut s = CpuSampler::new(d.path(), &[0, 1]).unwrap();
-        assert_eq!(s.sample(&HashSet::new()), vec![CpuFigures::default(); 2]);
+        assert_eq!(s.sample(&|_| false), vec![CpuFigures::default(); 2]);
         // cpu0: +2 busy, +1 idle, +1 irq; cpu1: +3 idle, +1 steal (ticks).
         w("cpu0 101 0 1 101 0 1 0 0\ncpu1 100 0 0 102 1 0 0 1\n");
-        let f = s.sample(&HashSet::new());
+        let f = s.sample(&|_| false);
         let t = 1_000_000_000 / crate::procfs::clock_ticks_per_sec();
         assert_eq!(f[0], CpuFigures { busy: Nanos(2 * t), idle: Nanos(t), noise: Nanos(t), rt: Nanos(0) });
         assert_eq!(f[1], CpuFigures { busy: Nanos(0), idle: Nanos(3 * t), noise: Nanos(t), rt: Nanos(0) });

@@ -8,7 +8,6 @@ use ampsched_agent::{discover, report, state, Agent, AgentOptions, Discovered, O
 use ampsched_model::spec::{ParamValue, Params, PolicySpec, PriorityClass};
 use ampsched_model::CpuSet;
 use clap::Args;
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// `ampsched topology`.
@@ -141,9 +140,9 @@ pub fn topology(a: TopologyArgs) -> Result<(), String> {
     let d = machine(&a.root, a.fast.as_deref(), &cfg, a.calibrate)?;
     let figures = if a.window_ms > 0 {
         let mut s = CpuSampler::new(&a.root.join("proc"), &d.linux_ids).map_err(|e| e.to_string())?;
-        s.sample(&HashSet::new());
+        s.sample(&|_| false);
         std::thread::sleep(std::time::Duration::from_millis(a.window_ms));
-        Some(s.sample(&HashSet::new()))
+        Some(s.sample(&|_| false))
     } else {
         None
     };
