@@ -672,9 +672,7 @@ fn amp(runs: &Runs, rows: &mut Vec<Row>) -> Section {
              gap inside it {:.0} %, the two gangs {:.1} % apart, {:.1} s spun, much of it by the fast vCPU waiting at \
              barriers); aash shared the fast core between the gangs (gangs {:.1} % apart, largest gap {:.0} %, {:.1} s \
              spun). Over a whole run AASH's round robin already equalises the vCPUs' fast time; the gang rotation \
-             of aash+pcs ({:.0} handovers per run) equalises it within each period, which let the two vCPUs of a \
-             gang each run part of a barrier phase fast: a speedup of {:+.2} % over aash+pcs without rotation, at \
-             the cost of a cache refill per handover. ",
+             of aash+pcs ({:.0} handovers per run) equalises it within each period{}. ",
             case.name,
             exec("credit"),
             exec("aash"),
@@ -688,11 +686,32 @@ fn amp(runs: &Runs, rows: &mut Vec<Row>) -> Section {
             gap("aash"),
             spin("aash"),
             handovers,
-            rot,
+            rotation_effect(rot),
         ));
     }
     s.para(text.trim_end().to_string());
     s
+}
+
+/// What the gang rotation did to the makespan, `rot` % faster than without it.
+fn rotation_effect(rot: f64) -> String {
+    if rot.abs() < 0.25 {
+        format!(
+            ", which made no measurable difference ({rot:+.2} % against aash+pcs without rotation): running part \
+             of each barrier phase fast is offset by a cache refill per handover"
+        )
+    } else if rot > 0.0 {
+        format!(
+            ", which lets both vCPUs of a gang run part of each barrier phase fast: {rot:.2} % faster than \
+             aash+pcs without rotation, despite a cache refill per handover"
+        )
+    } else {
+        format!(
+            ", but its cache refill per handover cost more than running part of each barrier phase fast gained: \
+             {:.2} % slower than aash+pcs without rotation",
+            -rot
+        )
+    }
 }
 
 #[cfg(test)]
