@@ -1,9 +1,9 @@
 //! Perfetto traces of a run (`ampsched sim … --trace FILE.perfetto-trace`).
 //!
-//! Design: a hand-written encoder of the few protobuf messages needed (no
-//! protoc, no generated code), field numbers from Perfetto's
-//! `protos/perfetto/trace/…`. The trace opens in ui.perfetto.dev and
-//! `trace_processor` as a Linux system trace:
+//! Design: the encoding is `ampsched-perfetto`'s `TraceWriter` (shared with the
+//! real agent's `--trace`); this module decides what a run looks like in it.
+//! The trace opens in ui.perfetto.dev and `trace_processor` as a Linux system
+//! trace:
 //! - VM (domain) → process, vCPU (task) → thread: a `ProcessTree` packet
 //!   plus `TrackDescriptor`s with `ProcessDescriptor`/`ThreadDescriptor`.
 //! - Which vCPU runs where: ftrace `sched_switch` events in per-CPU
@@ -32,6 +32,7 @@ use crate::results::RunResult;
 use crate::runner::Job;
 use crate::scenario::ScenarioError;
 use ampsched_model::{CpuId, Nanos, TaskId};
+use ampsched_perfetto::{PrevState, ThreadRef, TraceWriter, IDLE};
 use ampsched_policy::{DomainView, TaskView};
 
 /// Options of a traced run.
@@ -52,91 +53,6 @@ impl Default for TraceOptions {
 
 /// Nominal frequency of speed 1.0, kHz (1 GHz).
 pub const KHZ_PER_SPEED: f64 = 1_000_000.0;
-/// Flush a CPU's ftrace bundle when it reaches this many bytes.
-const BUNDLE_BYTES: usize = 32 * 1024;
-/// The packet sequence of the track descriptors and counter values.
-const SEQ_ID: u64 = 1;
-/// `sched_switch` prev_state values (kernel task states as Perfetto reads them).
-const STATE_RUNNABLE: u64 = 0;
-const STATE_SLEEPING: u64 = 1;
-const STATE_DEAD: u64 = 16;
-/// Kernel priority of a SCHED_OTHER nice-0 thread.
-const PRIO: u64 = 120;
-
-// ---- protobuf wire format -------------------------------------------------
-
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn key(out: &mut Vec<u8>, field: u32, wire: u8) {
-    varint(out, ((field as u64) << 3) | wire as u64);
-}
-
-fn f_varint(out: &mut Vec<u8>, field: u32, v: u64) {
-    key(out, field, 0);
-    varint(out, v);
-}
-
-/// A signed int32/int64 field (two's complement varint, as protobuf `int64`).
-fn f_int(out: &mut Vec<u8>, field: u32, v: i64) {
-    f_varint(out, field, v as u64);
-}
-
-fn f_bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
-    key(out, field, 2);
-    varint(out, b.len() as u64);
-    out.extend_from_slice(b);
-}
-
-fn f_double(out: &mut Vec<u8>, field: u32, v: f64) {
-    key(out, field, 1);
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
-/// Field numbers (Perfetto protos).
-mod fld {
-    pub const TRACE_PACKET: u32 = 1;
-    // TracePacket
-    pub const P_FTRACE_EVENTS: u32 = 1;
-    pub const P_PROCESS_TREE: u32 = 2;
-    pub const P_TIMESTAMP: u32 = 8;
-    pub const P_SEQ_ID: u32 = 10;
-    pub const P_TRACK_EVENT: u32 = 11;
-    pub const P_SEQ_FLAGS: u32 = 13;
-    pub const P_TRACK_DESCRIPTOR: u32 = 60;
-    // FtraceEventBundle
-    pub const B_CPU: u32 = 1;
-    pub const B_EVENT: u32 = 2;
-    // FtraceEvent
-    pub const E_TIMESTAMP: u32 = 1;
-    pub const E_PID: u32 = 2;
-    pub const E_SCHED_SWITCH: u32 = 4;
-    pub const E_CPU_FREQUENCY: u32 = 11;
-    pub const E_SCHED_WAKING: u32 = 20;
-    // ProcessTree
-    pub const PT_PROCESSES: u32 = 1;
-    pub const PT_THREADS: u32 = 2;
-    // TrackDescriptor
-    pub const TD_UUID: u32 = 1;
-    pub const TD_NAME: u32 = 2;
-    pub const TD_PROCESS: u32 = 3;
-    pub const TD_THREAD: u32 = 4;
-    pub const TD_PARENT: u32 = 5;
-    pub const TD_COUNTER: u32 = 8;
-    // TrackEvent
-    pub const TE_TYPE: u32 = 9;
-    pub const TE_TRACK_UUID: u32 = 11;
-    pub const TE_DOUBLE_COUNTER_VALUE: u32 = 44;
-    pub const TE_TYPE_COUNTER: u64 = 4;
-}
-
-const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
-const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
 
 /// What the engine hands the recorder at each sample.
 pub(crate) struct Sample<'a> {
@@ -165,12 +81,18 @@ impl TraceSink {
     }
 }
 
+/// The trace's name for task `t` (the idle thread for `None`).
+fn thread_ref(threads: &[(u32, String)], t: Option<TaskId>) -> ThreadRef<'_> {
+    match t {
+        Some(t) => ThreadRef { tid: threads[t.idx()].0, name: threads[t.idx()].1.as_str() },
+        None => IDLE,
+    }
+}
+
 /// Records a run as a Perfetto trace (built by `Sim::run_traced`).
 pub struct TraceRecorder {
-    out: Vec<u8>,
+    w: TraceWriter,
     sink: TraceSink,
-    /// Per CPU: encoded `FtraceEvent`s not yet flushed.
-    bundles: Vec<Vec<u8>>,
     /// Per task: (tid, thread name).
     threads: Vec<(u32, String)>,
     /// Per domain: (pid, track uuid).
@@ -179,12 +101,10 @@ pub struct TraceRecorder {
     thread_uuid: Vec<u64>,
     /// Counter tracks by key, created on first use; value = uuid.
     tracks: std::collections::BTreeMap<(u8, u32, &'static str), u64>,
-    next_uuid: u64,
     n_fast: u32,
     last_fast_ns: Vec<u64>,
     last_sample: Nanos,
     opts: TraceOptions,
-    first_seq_packet: bool,
 }
 
 impl TraceRecorder {
@@ -197,135 +117,37 @@ impl TraceRecorder {
         opts: TraceOptions,
         sink: TraceSink,
     ) -> TraceRecorder {
-        // pids: one per domain, then one tid per task (VM d's process has pid 1000·(d+1)).
-        let mut r = TraceRecorder {
-            out: Vec::new(),
+        // pids: one per domain, then one tid per task (VM d's process has pid 1000 + d).
+        let pids: Vec<u32> = (0..domains.len() as u32).map(|d| 1000 + d).collect();
+        let mut next_tid = 1000 + domains.len() as u32;
+        let threads: Vec<(u32, String)> = tasks
+            .iter()
+            .map(|t| {
+                next_tid += 1;
+                (next_tid - 1, format!("{}/v{}", domains[t.domain.idx()].name, t.vcpu))
+            })
+            .collect();
+        let mut w = TraceWriter::new(ncpus);
+        let procs: Vec<(u32, &str)> = pids.iter().zip(domains).map(|(p, d)| (*p, d.name.as_str())).collect();
+        let ths: Vec<(u32, u32, &str)> =
+            tasks.iter().zip(&threads).map(|(t, (tid, n))| (*tid, pids[t.domain.idx()], n.as_str())).collect();
+        // VMs as processes, vCPUs as their threads.
+        let (proc_uuid, thread_uuid) = w.processes(0, &procs, &ths);
+        TraceRecorder {
+            w,
             sink,
-            bundles: vec![Vec::new(); ncpus],
-            threads: Vec::new(),
-            procs: Vec::new(),
-            thread_uuid: Vec::new(),
+            procs: pids.into_iter().zip(proc_uuid).collect(),
+            threads,
+            thread_uuid,
             tracks: Default::default(),
-            next_uuid: 1,
             n_fast,
             last_fast_ns: vec![0; domains.len()],
             last_sample: Nanos::ZERO,
             opts,
-            first_seq_packet: true,
-        };
-        let mut next_pid = 1000u32;
-        for _ in domains {
-            let uuid = r.uuid();
-            r.procs.push((next_pid, uuid));
-            next_pid += 1;
-        }
-        for t in tasks {
-            let name = format!("{}/v{}", domains[t.domain.idx()].name, t.vcpu);
-            r.threads.push((next_pid, name));
-            next_pid += 1;
-            let uuid = r.uuid();
-            r.thread_uuid.push(uuid);
-        }
-        // ProcessTree: VMs as processes, vCPUs as their threads.
-        let mut pt = Vec::new();
-        for (d, dv) in domains.iter().enumerate() {
-            let mut p = Vec::new();
-            f_int(&mut p, 1, r.procs[d].0 as i64); // pid
-            f_int(&mut p, 2, 1); // ppid
-            f_bytes(&mut p, 3, dv.name.as_bytes()); // cmdline
-            f_bytes(&mut pt, fld::PT_PROCESSES, &p);
-        }
-        for (i, t) in tasks.iter().enumerate() {
-            let mut th = Vec::new();
-            f_int(&mut th, 1, r.threads[i].0 as i64); // tid
-            f_bytes(&mut th, 2, r.threads[i].1.as_bytes()); // name
-            f_int(&mut th, 3, r.procs[t.domain.idx()].0 as i64); // tgid
-            f_bytes(&mut pt, fld::PT_THREADS, &th);
-        }
-        let mut pkt = Vec::new();
-        f_varint(&mut pkt, fld::P_TIMESTAMP, 0);
-        f_bytes(&mut pkt, fld::P_PROCESS_TREE, &pt);
-        r.packet(&pkt);
-        // Track descriptors for the same processes and threads (parents of counter tracks).
-        for (d, dv) in domains.iter().enumerate() {
-            let mut pd = Vec::new();
-            f_int(&mut pd, 1, r.procs[d].0 as i64); // pid
-            f_bytes(&mut pd, 6, dv.name.as_bytes()); // process_name
-            let mut td = Vec::new();
-            f_varint(&mut td, fld::TD_UUID, r.procs[d].1);
-            f_bytes(&mut td, fld::TD_PROCESS, &pd);
-            r.seq_packet(None, fld::P_TRACK_DESCRIPTOR, &td);
-        }
-        for (i, t) in tasks.iter().enumerate() {
-            let mut thd = Vec::new();
-            f_int(&mut thd, 1, r.procs[t.domain.idx()].0 as i64); // pid
-            f_int(&mut thd, 2, r.threads[i].0 as i64); // tid
-            f_bytes(&mut thd, 5, r.threads[i].1.as_bytes()); // thread_name
-            let mut td = Vec::new();
-            f_varint(&mut td, fld::TD_UUID, r.thread_uuid[i]);
-            f_bytes(&mut td, fld::TD_THREAD, &thd);
-            r.seq_packet(None, fld::P_TRACK_DESCRIPTOR, &td);
-        }
-        r
-    }
-
-    fn uuid(&mut self) -> u64 {
-        self.next_uuid += 1;
-        self.next_uuid
-    }
-
-    /// Append one TracePacket (already encoded) to the trace.
-    fn packet(&mut self, pkt: &[u8]) {
-        f_bytes(&mut self.out, fld::TRACE_PACKET, pkt);
-    }
-
-    /// A packet on the counter sequence: `field` = `body`, at `ts` when given.
-    fn seq_packet(&mut self, ts: Option<Nanos>, field: u32, body: &[u8]) {
-        let mut pkt = Vec::new();
-        if let Some(t) = ts {
-            f_varint(&mut pkt, fld::P_TIMESTAMP, t.0);
-        }
-        f_bytes(&mut pkt, field, body);
-        f_varint(&mut pkt, fld::P_SEQ_ID, SEQ_ID);
-        let flags = if self.first_seq_packet { SEQ_INCREMENTAL_STATE_CLEARED } else { SEQ_NEEDS_INCREMENTAL_STATE };
-        self.first_seq_packet = false;
-        f_varint(&mut pkt, fld::P_SEQ_FLAGS, flags);
-        self.packet(&pkt);
-    }
-
-    fn tid(&self, t: Option<TaskId>) -> (u32, &str) {
-        match t {
-            Some(t) => (self.threads[t.idx()].0, self.threads[t.idx()].1.as_str()),
-            None => (0, "swapper"),
         }
     }
 
-    fn ftrace(&mut self, now: Nanos, cpu: CpuId, pid: u32, field: u32, body: &[u8]) {
-        let mut ev = Vec::new();
-        f_varint(&mut ev, fld::E_TIMESTAMP, now.0);
-        f_varint(&mut ev, fld::E_PID, pid as u64);
-        f_bytes(&mut ev, field, body);
-        let b = &mut self.bundles[cpu.idx()];
-        f_bytes(b, fld::B_EVENT, &ev);
-        if b.len() >= BUNDLE_BYTES {
-            self.flush_cpu(cpu.idx());
-        }
-    }
-
-    fn flush_cpu(&mut self, c: usize) {
-        if self.bundles[c].is_empty() {
-            return;
-        }
-        let events = std::mem::take(&mut self.bundles[c]);
-        let mut b = Vec::with_capacity(events.len() + 8);
-        f_varint(&mut b, fld::B_CPU, c as u64);
-        b.extend_from_slice(&events);
-        let mut pkt = Vec::new();
-        f_bytes(&mut pkt, fld::P_FTRACE_EVENTS, &b);
-        self.packet(&pkt);
-    }
-
-    /// CPU `cpu` switches from `prev` (left in state: runnable, blocked or done) to `next`.
+    /// CPU `cpu` switches from `prev` (left in state: 0 runnable, 1 blocked, else done) to `next`.
     pub(crate) fn switch(
         &mut self,
         now: Nanos,
@@ -334,42 +156,24 @@ impl TraceRecorder {
         prev_state: u8,
         next: Option<TaskId>,
     ) {
-        let (ppid, pname) = self.tid(prev);
-        let (npid, nname) = self.tid(next);
-        let mut sw = Vec::new();
-        f_bytes(&mut sw, 1, pname.as_bytes()); // prev_comm
-        f_int(&mut sw, 2, ppid as i64); // prev_pid
-        f_int(&mut sw, 3, PRIO as i64); // prev_prio
-        let state = match (prev, prev_state) {
-            (None, _) | (_, 0) => STATE_RUNNABLE,
-            (_, 1) => STATE_SLEEPING,
-            _ => STATE_DEAD,
+        let state = match prev_state {
+            0 => PrevState::Runnable,
+            1 => PrevState::Sleeping,
+            _ => PrevState::Dead,
         };
-        f_int(&mut sw, 4, state as i64); // prev_state
-        f_bytes(&mut sw, 5, nname.as_bytes()); // next_comm
-        f_int(&mut sw, 6, npid as i64); // next_pid
-        f_int(&mut sw, 7, PRIO as i64); // next_prio
-        self.ftrace(now, cpu, ppid, fld::E_SCHED_SWITCH, &sw);
+        let (p, n) = (thread_ref(&self.threads, prev), thread_ref(&self.threads, next));
+        self.w.switch(now.0, cpu.idx(), p, state, n);
     }
 
     /// Task `t` became runnable (recorded on CPU `cpu`'s bundle).
     pub(crate) fn waking(&mut self, now: Nanos, cpu: CpuId, t: TaskId) {
-        let (pid, name) = self.tid(Some(t));
-        let mut w = Vec::new();
-        f_bytes(&mut w, 1, name.as_bytes()); // comm
-        f_int(&mut w, 2, pid as i64); // pid
-        f_int(&mut w, 3, PRIO as i64); // prio
-        f_int(&mut w, 4, 1); // success
-        f_int(&mut w, 5, cpu.0 as i64); // target_cpu
-        self.ftrace(now, cpu, 0, fld::E_SCHED_WAKING, &w);
+        let (tid, name) = &self.threads[t.idx()];
+        self.w.waking(now.0, cpu.idx(), ThreadRef { tid: *tid, name });
     }
 
     /// CPU `cpu` now runs at effective speed `speed` (× 1 GHz).
     pub(crate) fn frequency(&mut self, now: Nanos, cpu: CpuId, speed: f64) {
-        let mut f = Vec::new();
-        f_varint(&mut f, 1, (speed * KHZ_PER_SPEED).round().max(0.0) as u64); // state, kHz
-        f_varint(&mut f, 2, cpu.0 as u64); // cpu_id
-        self.ftrace(now, cpu, 0, fld::E_CPU_FREQUENCY, &f);
+        self.w.frequency(now.0, cpu.idx(), (speed * KHZ_PER_SPEED).round().max(0.0) as u64);
     }
 
     /// The counter track for `(kind, index, name)`, created under `parent` on first use.
@@ -377,25 +181,13 @@ impl TraceRecorder {
         if let Some(u) = self.tracks.get(&(kind, index, name)) {
             return *u;
         }
-        let uuid = self.uuid();
+        let uuid = self.w.counter_track(&title, parent);
         self.tracks.insert((kind, index, name), uuid);
-        let mut td = Vec::new();
-        f_varint(&mut td, fld::TD_UUID, uuid);
-        if let Some(p) = parent {
-            f_varint(&mut td, fld::TD_PARENT, p);
-        }
-        f_bytes(&mut td, fld::TD_NAME, title.as_bytes());
-        f_bytes(&mut td, fld::TD_COUNTER, &[]);
-        self.seq_packet(None, fld::P_TRACK_DESCRIPTOR, &td);
         uuid
     }
 
     fn counter(&mut self, now: Nanos, uuid: u64, v: f64) {
-        let mut te = Vec::new();
-        f_varint(&mut te, fld::TE_TYPE, fld::TE_TYPE_COUNTER);
-        f_varint(&mut te, fld::TE_TRACK_UUID, uuid);
-        f_double(&mut te, fld::TE_DOUBLE_COUNTER_VALUE, v);
-        self.seq_packet(Some(now), fld::P_TRACK_EVENT, &te);
+        self.w.counter(now.0, uuid, v);
     }
 
     /// Record one sample of every counter track.
@@ -440,11 +232,8 @@ impl TraceRecorder {
     }
 
     /// Flush every CPU's events and hand the trace bytes to the sink.
-    pub(crate) fn finish(mut self) {
-        for c in 0..self.bundles.len() {
-            self.flush_cpu(c);
-        }
-        *self.sink.0.lock().unwrap_or_else(|e| e.into_inner()) = std::mem::take(&mut self.out);
+    pub(crate) fn finish(self) {
+        *self.sink.0.lock().unwrap_or_else(|e| e.into_inner()) = self.w.finish();
     }
 }
 
