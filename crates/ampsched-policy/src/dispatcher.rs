@@ -100,6 +100,9 @@ pub trait Dispatcher: Send {
     fn tick_period(&self) -> Nanos;
     /// Period of `account` (`Nanos::ZERO` = none).
     fn account_period(&self) -> Nanos;
+    /// The run's seed, given once before `init`, for a dispatcher's own seeded
+    /// randomness (e.g. `fair`'s initial placement); default: unused.
+    fn seed(&mut self, _seed: u64) {}
     /// Set up per-task and per-CPU state; every task starts blocked.
     fn init(&mut self, v: &SysView);
     /// A blocked task became runnable.

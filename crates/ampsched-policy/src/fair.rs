@@ -41,6 +41,15 @@
 //! Invariants (debug-asserted): a task is on at most one runqueue and never
 //! queued while running; a queued task is runnable and allowed on its CPU.
 //!
+//! - Initial placement (where the OS puts a new thread): with the run's seed
+//!   (`Dispatcher::seed`, always given by the simulator) each task's first
+//!   CPU is drawn uniformly from its affinity by a ChaCha8 generator seeded
+//!   with `seed ^ PLACEMENT_SALT` (a stream apart from the simulator's
+//!   noise); tasks woken together then spread over idle CPUs by the wake-up
+//!   rule above, so with fewer tasks than CPUs *which* CPUs (fast or slow)
+//!   they get differs from seed to seed — the run-to-run variation of the
+//!   asymmetry study. Unseeded (unit tests): round-robin by task id.
+//!
 //! Simplifications, on purpose: no scheduling domains or groups (one flat
 //! level), no cache-hot check on pulls, no START_DEBIT (all tasks start at
 //! vruntime 0), no active balance of running tasks.
@@ -49,7 +58,13 @@ use crate::dispatcher::{Dispatcher, Effects, Pick, SysView};
 use crate::params::{ParamDoc, ParamReader, PolicyError};
 use ampsched_model::spec::Params;
 use ampsched_model::{CpuId, DomainId, Nanos, TaskId, Topology};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeSet;
+
+/// Mixed into the run's seed for the initial-placement generator, so its
+/// stream is independent of the simulator's own (noise) stream.
+pub const PLACEMENT_SALT: u64 = 0x5eed_f41e_u64;
 
 /// CFS load weight of a nice-0 task (Linux NICE_0_LOAD).
 pub const NICE_0_LOAD: u64 = 1024;
@@ -170,6 +185,8 @@ pub struct Fair {
     pub min_vruntime: Vec<u64>,
     /// Counters.
     pub stats: FairStats,
+    /// The run's seed (random initial placement), if given.
+    seed: Option<u64>,
 }
 
 fn weight_of(domain_weight: u32) -> u64 {
@@ -187,6 +204,7 @@ impl Fair {
             curr: vec![None; n],
             min_vruntime: vec![0; n],
             stats: FairStats::default(),
+            seed: None,
         }
     }
 
@@ -369,16 +387,25 @@ impl Dispatcher for Fair {
         self.p.balance_interval
     }
 
+    fn seed(&mut self, seed: u64) {
+        self.seed = Some(seed);
+    }
+
     fn init(&mut self, v: &SysView) {
         let n = v.topo.ncpus();
+        let mut rng = self.seed.map(|s| ChaCha8Rng::seed_from_u64(s ^ PLACEMENT_SALT));
         self.se = v
             .tasks
             .iter()
             .enumerate()
             .map(|(i, tv)| {
-                // Initial CPU: round-robin by id, moved into the affinity.
+                // Initial CPU: seeded draw from the affinity, or round-robin
+                // by id moved into the affinity.
+                let allowed: Vec<CpuId> = tv.affinity.iter().filter(|c| c.idx() < n).collect();
                 let mut c = CpuId((i % n) as u32);
-                if !tv.affinity.contains(c) {
+                if let (Some(r), false) = (rng.as_mut(), allowed.is_empty()) {
+                    c = allowed[r.gen_range(0..allowed.len())];
+                } else if !tv.affinity.contains(c) {
                     c = tv.affinity.cycle(c).unwrap_or(CpuId(0));
                 }
                 Entity {
@@ -665,5 +692,26 @@ mod tests {
         assert_eq!(f.se[1].vruntime, Nanos::from_ms(97).0);
         assert_eq!(fx.resched, vec![CpuId(0)]);
         assert_eq!(f.pick_next(&w.view(Nanos::from_ms(100)), CpuId(0), Some(a), true, &mut fx).task, Some(b));
+    }
+
+    #[test]
+    fn seeded_initial_placement_differs_between_seeds_and_repeats_for_one() {
+        // 2 tasks on 4 CPUs: unseeded, task i starts on CPU i (0, 1). Seeded,
+        // each first CPU is a uniform draw of 4: over seeds 1-20 the pair
+        // (CPU of task 0, CPU of task 1) takes several values (a fixed pair
+        // has probability (1/16)^19 ≈ 0), and one seed always gives the same.
+        let w = World::new(4, &[256; 2]);
+        let first = |seed: Option<u64>| {
+            let mut f = Fair::new(FairParams::default(), &w.topo);
+            if let Some(s) = seed {
+                f.seed(s);
+            }
+            f.init(&w.view(Nanos::ZERO));
+            (f.se[0].cpu.0, f.se[1].cpu.0)
+        };
+        assert_eq!(first(None), (0, 1));
+        let pairs: BTreeSet<(u32, u32)> = (1..=20).map(|s| first(Some(s))).collect();
+        assert!(pairs.len() >= 3, "{pairs:?}");
+        assert_eq!(first(Some(5)), first(Some(5)));
     }
 }

@@ -435,6 +435,7 @@ impl Sim {
 
     /// Run to the stop condition and return the results.
     pub fn run(mut self) -> RunResult {
+        self.disp.seed(self.seed);
         self.disp.init(&view!(self));
         let acct = self.disp.account_period();
         if acct.0 > 0 {

@@ -30,6 +30,14 @@ fn dir_with(study: &str, file: &str, text: &str) -> PathBuf {
     d
 }
 
+/// Like `dir_with("study", …)` in a directory of its own (tests run in parallel).
+fn server_dir(text: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ampsched-reproduce-cap-{}-server", std::process::id()));
+    std::fs::create_dir_all(d.join("study")).expect("temp dir");
+    std::fs::write(d.join("study").join("study-configs.toml"), text).expect("write");
+    d
+}
+
 fn opts(dir: PathBuf, only: &str) -> Options {
     Options { jobs: 0, scenarios: Some(dir), only: vec![only.into()], seeds: Some(1) }
 }
@@ -47,9 +55,9 @@ fn capability_and_study_files_load_with_their_cases() {
             // 3 asymmetries × 7 NPB kernels
             "cap-npb.toml" => assert_eq!(n, 21),
             "cap-npb-competitive.toml" => assert_eq!(n, 3),
-            // 4 workloads × 9 configurations, ≥ 5 seeds
+            // 6 workloads (loops static/dynamic, pipeline, make, server light/heavy) × 9 configurations, ≥ 5 seeds
             "study-configs.toml" => {
-                assert_eq!(n, 36);
+                assert_eq!(n, 54);
                 assert!(e.seeds.len() >= 5);
             }
             other => panic!("unexpected file {other}"),
@@ -121,4 +129,29 @@ fn fast_first_speeds_up_static_loops_and_the_study_plots_runs_against_compute_po
     let x = get("loops-static:4f-0s", "fair", "speedup_x");
     assert!((x - 8.0).abs() < 0.8, "{x}");
     assert_eq!(rep.figures().count(), 1);
+}
+
+#[test]
+fn server_throughput_follows_the_arrival_rate_until_the_machine_saturates() {
+    let text = reduced(study::FILES[0].1, &["server-light:4f-0s", "server-light:0f-4s/8"]);
+    let rep = reproduce::run("study", &opts(server_dir(&text), "study"), |_, _| {}).expect("runs");
+    let get = |case: &str, metric: &str| {
+        rep.rows
+            .iter()
+            .find(|r| r.case == case && r.policy == "fair" && r.metric == metric)
+            .unwrap_or_else(|| panic!("row {case}/{metric}"))
+            .mean
+    };
+    // Light load, 120 req/s of 10 ms requests (mem 0.1), 20 s runs. 4f-0s serves 4 / 10 ms = 400 req/s:
+    // throughput = the arrival rate, 2400 ± √2400 ≈ 49 requests in 20 s → 120 ± 12 req/s is ±5 σ.
+    let fast = get("server-light:4f-0s", "throughput");
+    assert!((108.0..=132.0).contains(&fast), "4f-0s: {fast} req/s");
+    // 0f-4s/8: a request takes 10 ms × (0.9 / 0.125 + 0.1) = 73 ms, 4 CPUs serve 4 / 73 ms = 54.8 req/s
+    // < 120: saturated, throughput within [50, 54.8] (the CPUs idle only before the first arrivals).
+    let slow = get("server-light:0f-4s/8", "throughput");
+    assert!((50.0..=54.8).contains(&slow), "0f-4s/8: {slow} req/s");
+    // Scalability in throughput: 4f-0s has 8× the compute power but only ≈ 120 / 54.8 ≈ 2.2× the
+    // throughput under light load (the offered load, not the machine, bounds it).
+    let x = get("server-light:4f-0s", "speedup_x");
+    assert!((1.9..=2.5).contains(&x), "{x}");
 }

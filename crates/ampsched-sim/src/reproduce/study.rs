@@ -12,9 +12,16 @@
 //!   speedup_pct form); `speedup_x`: T_0f-4s/8 / T (the paper's "speedup over
 //!   the all-slow configuration", plotted against compute power);
 //! - `throughput` (computes/s): compute segments completed per second (loop
-//!   chunks, pipeline item-stages, build jobs);
+//!   chunks, pipeline item-stages, build jobs; for the servers, requests
+//!   served per second);
 //! - `run_spread_pct` (%): (max − min) / mean elapsed time across seeds
 //!   (predictability);
+//!
+//! Duration-bounded cases (the throughput servers, `stop.duration_s`) have
+//! no completion time of their own: their figure of merit is throughput,
+//! so `speedup_x` = X / X_0f-4s/8, `speedup_pct` = (1 − X_0f-4s/8 / X) × 100
+//! (the same form with time per request) and `run_spread_pct` is taken over
+//! throughput.
 //! - `migrations` (count).
 //!
 //! Every figure and sentence is computed from the runs.
@@ -73,6 +80,26 @@ fn throughput(r: &RunResult) -> f64 {
     }
 }
 
+/// A case that runs for a fixed time (its figure of merit is throughput).
+fn duration_bounded(runs: &Runs, c: usize) -> bool {
+    matches!(runs.exp.cases[c].scenario.stop, crate::scenario::Stop::Duration(_))
+}
+
+/// Performance of one run, higher is better: throughput for a
+/// duration-bounded case, else 1 / elapsed time.
+fn perf(runs: &Runs, c: usize, r: &RunResult) -> f64 {
+    if duration_bounded(runs, c) {
+        throughput(r)
+    } else {
+        let t = secs(r.end_ns);
+        if t > 0.0 {
+            1.0 / t
+        } else {
+            0.0
+        }
+    }
+}
+
 fn configs(runs: &Runs, rows: &mut Vec<Row>) -> Section {
     let e = &runs.exp;
     let mut s = super::section(runs);
@@ -103,7 +130,14 @@ fn configs(runs: &Runs, rows: &mut Vec<Row>) -> Section {
             .collect();
         let reference = cases.iter().find(|(_, n)| n == REFERENCE).map(|x| x.0);
         let mut t = Table {
-            caption: format!("{w}: elapsed time (mean ± stdev), run spread, speedup over {REFERENCE}, throughput"),
+            caption: if cases.iter().any(|(c, _)| duration_bounded(runs, *c)) {
+                format!(
+                    "{w}: fixed-length runs (elapsed = the run length); run spread and speedup over {REFERENCE} \
+                     are of throughput (requests/s)"
+                )
+            } else {
+                format!("{w}: elapsed time (mean ± stdev), run spread, speedup over {REFERENCE}, throughput")
+            },
             header: [
                 "config",
                 "compute power",
@@ -122,8 +156,8 @@ fn configs(runs: &Runs, rows: &mut Vec<Row>) -> Section {
         let mut worst_spread: Vec<(String, String, f64)> = Vec::new();
         let mut gains: Vec<(String, f64, f64)> = Vec::new();
         for p in &labels {
-            let tref =
-                reference.map(|r| Stat::of(&runs.of(r, p).iter().map(|x| secs(x.end_ns)).collect::<Vec<_>>()).mean);
+            let pref =
+                reference.map(|r| Stat::of(&runs.of(r, p).iter().map(|x| perf(runs, r, x)).collect::<Vec<_>>()).mean);
             let mut pts = Vec::new();
             for (c, conf) in &cases {
                 let rs = runs.of(*c, p);
@@ -136,14 +170,16 @@ fn configs(runs: &Runs, rows: &mut Vec<Row>) -> Section {
                 rows.push(row(&e.name, case, "all", p, "compute_power", "fast cores", &[cp]));
                 rows.push(row(&e.name, case, "all", p, "throughput", "computes/s", &thr));
                 rows.push(row(&e.name, case, "all", p, "migrations", "count", &mig));
-                let spread = spread_pct(&t_s);
+                let bounded = duration_bounded(runs, *c);
+                let spread = spread_pct(if bounded { &thr } else { &t_s });
                 rows.push(row(&e.name, case, "all", p, "run_spread_pct", "%", &[spread]));
                 worst_spread.push((conf.clone(), p.to_string(), spread));
-                let sx: Vec<f64> = match tref {
-                    Some(tr) => {
-                        let sx: Vec<f64> = t_s.iter().map(|t| if *t > 0.0 { tr / t } else { 0.0 }).collect();
+                let sx: Vec<f64> = match pref {
+                    Some(pr) => {
+                        let sx: Vec<f64> =
+                            rs.iter().map(|r| if pr > 0.0 { perf(runs, *c, r) / pr } else { 0.0 }).collect();
                         let sp: Vec<f64> =
-                            t_s.iter().map(|t| if tr > 0.0 { (1.0 - t / tr) * 100.0 } else { 0.0 }).collect();
+                            sx.iter().map(|x| if *x > 0.0 { (1.0 - 1.0 / x) * 100.0 } else { 0.0 }).collect();
                         rows.push(row(&e.name, case, "all", p, "speedup_x", "ratio", &sx));
                         rows.push(row(&e.name, case, "all", p, "speedup_pct", "%", &sp));
                         pts.extend(sx.iter().map(|y| (cp, *y)));
@@ -162,9 +198,13 @@ fn configs(runs: &Runs, rows: &mut Vec<Row>) -> Section {
                     cell(Stat::of(&mig).mean, 0),
                 ]);
                 if *p != e.baseline {
-                    let tb =
-                        Stat::of(&runs.of(*c, &e.baseline).iter().map(|x| secs(x.end_ns)).collect::<Vec<_>>()).mean;
-                    gains.push((conf.clone(), tb, Stat::of(&t_s).mean));
+                    // As times: elapsed, or time per request (1 / throughput).
+                    let pb =
+                        Stat::of(&runs.of(*c, &e.baseline).iter().map(|x| perf(runs, *c, x)).collect::<Vec<_>>()).mean;
+                    let pf = Stat::of(&rs.iter().map(|x| perf(runs, *c, x)).collect::<Vec<_>>()).mean;
+                    if pb > 0.0 && pf > 0.0 {
+                        gains.push((conf.clone(), 1.0 / pb, 1.0 / pf));
+                    }
                 }
             }
             series.push(LineSeries { name: p.to_string(), points: pts });
@@ -207,8 +247,15 @@ fn configs(runs: &Runs, rows: &mut Vec<Row>) -> Section {
         let (wb, wf) = (spread_of(&e.baseline), spread_of(ff));
         text.push_str(&format!(
             "{w} — the widest run spread was {:.1} % ({}) under {} and {:.1} % ({}) under {ff}; fast-first saved \
-             most on {} ({:.1} % of the elapsed time). ",
-            wb.2, wb.0, e.baseline, wf.2, wf.0, best_gain.0, best_gain.1
+             most on {} ({:.1} % of the {}). ",
+            wb.2,
+            wb.0,
+            e.baseline,
+            wf.2,
+            wf.0,
+            best_gain.0,
+            best_gain.1,
+            if cases.iter().any(|(c, _)| duration_bounded(runs, *c)) { "time per request" } else { "elapsed time" }
         ));
     }
     s.para(text);
