@@ -328,6 +328,11 @@ impl Agent {
         if let Some(p) = period_param(&placer.name) {
             params.entry(p.to_string()).or_insert(ParamValue::Float(period_ms));
         }
+        // On a real machine other load shares the fast CPUs: a fast grant is a period of fast
+        // time, not of wall time (equal fast-core seconds per thread; docs/agent.md).
+        if placer.name == "aash" {
+            params.entry("time_credits".to_string()).or_insert(ParamValue::Bool(true));
+        }
         let pl = placer_by_name(&placer.name, &params, &discovered.topo)
             .map_err(|e| AgentError::new(format!("placer: {e}")))?;
         if targets.is_empty() {

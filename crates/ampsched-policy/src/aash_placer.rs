@@ -17,6 +17,16 @@
 //!    all-CPU mask too (they take no part; the next period places them).
 //!    With `fast_never_idle = false` both get the slow set.
 //!
+//! Time credits (`time_credits`, off by default; the real agent turns it on):
+//! a grant is a period of fast-CPU *time*, not a period of wall time. Each
+//! grant adds one period to its holder's fast credit, fast-class run time
+//! spends it, and the grant is held (no rotation) while the holders are
+//! active and their mean credit is at least half a period, for at most
+//! [`MAX_HOLD_PERIODS`]; credit carries over between grants, clamped to ±
+//! one period. Where other load shares the fast CPUs (a real machine) turns
+//! of equal length give unequal fast time; this evens it out. In the
+//! simulator a holder gets its whole period, so it rotates as without.
+//!
 //! An aware guest's declared slow vCPUs under `power_saving` always get the
 //! slow set. With `fair_sharing = false` the vCPUs without a grant get the
 //! all-CPU mask (only the high-priority queue is managed).
@@ -35,17 +45,29 @@ use ampsched_model::{Nanos, Topology};
 pub const DEFAULT_AASH_PLACER_PERIOD: Nanos = Nanos::from_ms(30);
 
 /// Parameters of the `aash` placer as shown by `ampsched policies`.
-pub const AASH_PLACER_PARAMS: &[ParamDoc] = aash_param_docs!(ParamDoc {
-    name: "period_ms",
-    default: "30",
-    doc: "rotation period, ms (one credit accounting period)"
-});
+pub const AASH_PLACER_PARAMS: &[ParamDoc] = aash_param_docs!(
+    ParamDoc { name: "period_ms", default: "30", doc: "rotation period, ms (one credit accounting period)" },
+    ParamDoc {
+        name: "time_credits",
+        default: "false",
+        doc: "a fast grant lasts until its holders ran one period on fast CPUs (credit carried, ≤ 3 periods)",
+    }
+);
+
+/// Longest a grant is held under `time_credits`, in periods (bounds the wait of the others).
+pub const MAX_HOLD_PERIODS: u32 = 3;
 
 /// The `aash` placer.
 pub struct AashPlacer {
     period: Nanos,
     sw: AashSwitches,
     fq: FastQueue,
+    time_credits: bool,
+    /// Fast credit per task (ns; time_credits only), clamped to ± one period.
+    credit: Vec<i64>,
+    /// The grant being held and for how many periods it has been.
+    held: Vec<ampsched_model::TaskId>,
+    held_for: u32,
 }
 
 impl AashPlacer {
@@ -53,12 +75,52 @@ impl AashPlacer {
     pub fn from_params(policy: &str, params: &Params, topo: &Topology) -> Result<AashPlacer, PolicyError> {
         let r = ParamReader::new(policy, params, AASH_PLACER_PARAMS)?;
         let period = r.ms("period_ms", DEFAULT_AASH_PLACER_PERIOD, 1.0, 60_000.0)?;
-        Ok(AashPlacer::new(period, read_switches(&r, params, topo)?))
+        let mut p = AashPlacer::new(period, read_switches(&r, params, topo)?);
+        p.time_credits = r.bool("time_credits", false)?;
+        Ok(p)
     }
 
     /// A placer with the given period and switches.
     pub fn new(period: Nanos, sw: AashSwitches) -> AashPlacer {
-        AashPlacer { period, fq: FastQueue::new(sw.fq), sw }
+        AashPlacer {
+            period,
+            fq: FastQueue::new(sw.fq),
+            sw,
+            time_credits: false,
+            credit: Vec::new(),
+            held: Vec::new(),
+            held_for: 0,
+        }
+    }
+
+    /// Time credits: charge last period's fast run time and say whether the held grant stays.
+    fn keep_grant(&mut self, topo: &Topology, snap: &Snapshot, fast: &ampsched_model::CpuSet) -> bool {
+        let p = self.period.0 as i64;
+        let fast_classes: Vec<usize> = fast.iter().map(|c| topo.cpus[c.idx()].class).collect();
+        for t in &snap.tasks {
+            if self.credit.len() <= t.id.idx() {
+                self.credit.resize(t.id.idx() + 1, 0);
+            }
+            let mut ran: u64 = 0;
+            for (k, ns) in t.run_by_class.iter().enumerate() {
+                if fast_classes.contains(&k) {
+                    ran += ns.0;
+                }
+            }
+            let c = &mut self.credit[t.id.idx()];
+            *c = (*c - ran as i64).clamp(-p, p);
+        }
+        if self.held.is_empty() || self.held_for >= MAX_HOLD_PERIODS {
+            return false;
+        }
+        let mut sum = 0i64;
+        for id in &self.held {
+            match snap.tasks.iter().find(|t| t.id == *id) {
+                Some(t) if t.active || t.runnable_now => sum += self.credit[id.idx()],
+                _ => return false,
+            }
+        }
+        2 * sum >= p * self.held.len() as i64
     }
 }
 
@@ -90,7 +152,22 @@ impl Placer for AashPlacer {
             .iter()
             .map(|t| FqVcpu { id: t.id, domain: t.domain, vcpu: t.vcpu, active: t.active || t.runnable_now })
             .collect();
-        let g = self.fq.distribute(fast.len(), &vcpus, &doms);
+        let g = if self.time_credits && self.keep_grant(topo, snap, &fast) {
+            self.held_for += 1;
+            crate::fastqueue::Grant { fast: self.held.clone(), order: Vec::new(), high: Vec::new() }
+        } else {
+            let g = self.fq.distribute(fast.len(), &vcpus, &doms);
+            if self.time_credits {
+                let p = self.period.0 as i64;
+                for id in &g.fast {
+                    let c = &mut self.credit[id.idx()];
+                    *c = (*c + p).clamp(-p, p);
+                }
+                self.held = g.fast.clone();
+                self.held_for = 1;
+            }
+            g
+        };
         debug_assert!(g.fast.len() <= fast.len(), "more grants than fast CPUs");
         let runnable_granted = snap.tasks.iter().filter(|t| t.runnable_now && g.fast.contains(&t.id)).count();
         let borrow = self.sw.fast_never_idle && runnable_granted < fast.len();
@@ -178,6 +255,41 @@ mod tests {
         p.place(&topo, &s, &mut out);
         let fast: Vec<u32> = out.iter().filter(|c| c.mask.to_list() == "0").map(|c| c.task.0).collect();
         assert_eq!(fast, vec![3]);
+    }
+
+    #[test]
+    fn time_credits_hold_a_grant_until_a_period_of_fast_time_was_had() {
+        // 1 fast (CPU 0, class 0) + 1 slow; two single-vCPU domains, both busy; low
+        // parallelism off so both share the normal queue.
+        let topo = Topology::fast_slow(1, 2.0, 1, 1.0, 4);
+        let mut params = Params::new();
+        params.insert("low_parallelism".into(), ampsched_model::spec::ParamValue::Bool(false));
+        params.insert("time_credits".into(), ampsched_model::spec::ParamValue::Bool(true));
+        let mut p = AashPlacer::from_params("aash", &params, &topo).unwrap();
+        let mut s = snap(&topo, &[1, 1], &[true, true]);
+        let fast_holder = |out: &[AffinityChange]| out.iter().find(|c| c.mask.to_list() == "0").map(|c| c.task.0);
+        let mut place = |s: &mut Snapshot, ran_fast: [u64; 2]| {
+            for (t, ms) in s.tasks.iter_mut().zip(ran_fast) {
+                t.run_by_class = vec![Nanos::from_ms(ms), Nanos::ZERO];
+            }
+            let mut out = Vec::new();
+            p.place(&topo, s, &mut out);
+            for c in &out {
+                s.tasks[c.task.idx()].affinity = c.mask;
+            }
+            out
+        };
+        // Period 1: task 0 is granted (credit 0 + 30 = 30 ms).
+        assert_eq!(fast_holder(&place(&mut s, [0, 0])), Some(0));
+        // Other load halved its fast CPU: it ran 15 ms there, 15 ms of credit left ≥ half a
+        // period → the grant is held (no change is output for task 0).
+        let out = place(&mut s, [15, 0]);
+        assert_eq!(fast_holder(&out), None, "{out:?}");
+        assert_eq!(s.tasks[0].affinity.to_list(), "0");
+        // 15 more: credit 0 → rotate to task 1.
+        assert_eq!(fast_holder(&place(&mut s, [15, 0])), Some(1));
+        // Task 1 gets a full 30 ms: credit 0 → rotate back at once (equal turns when uncontended).
+        assert_eq!(fast_holder(&place(&mut s, [0, 30])), Some(0));
     }
 
     #[test]
