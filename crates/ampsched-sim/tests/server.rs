@@ -105,9 +105,9 @@ workload = { program = [{ loop = { count = 2000, body = [{ sleep_exp = { mean_ms
     let s = r.end_ns as f64 / 1e9;
     assert!((11.1..=12.9).contains(&s), "{s} s");
     // A zero mean is refused with the field's path and the value.
-    let bad = Scenario::parse(&sc_text_with_mean("0"), "bad.toml", "bad", &Library::builtin())
-        .err()
-        .expect("mean 0 must be refused");
+    let Err(bad) = Scenario::parse(&sc_text_with_mean("0"), "bad.toml", "bad", &Library::builtin()) else {
+        panic!("mean 0 must be refused")
+    };
     let msg = bad.to_string();
     assert!(msg.contains("sleep_exp.mean_ms") && msg.contains("> 0"), "{msg}");
 }
