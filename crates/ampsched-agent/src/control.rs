@@ -354,7 +354,18 @@ impl Agent {
                     }
                 }
                 TargetKind::Qmp(path) => {
-                    query_vcpus(path).map_err(|e| AgentError::new(format!("target \"{}\": {e}", t.name)))?;
+                    // A VM not started yet (no socket, or a stale one nobody listens on) is
+                    // waited for: it is picked up at a rescan once it answers. A socket that
+                    // answers but is not QEMU's is an error now.
+                    let found = crate::qmp::probe_vcpus(path)
+                        .map_err(|e| AgentError::new(format!("target \"{}\": {e}", t.name)))?;
+                    if found.is_none() {
+                        eprintln!(
+                            "ampsched: target \"{}\": no VM listens on {} yet; it is picked up when it starts",
+                            t.name,
+                            path.display()
+                        );
+                    }
                 }
                 TargetKind::Command(_) | TargetKind::QemuAll => {}
             }
@@ -640,8 +651,8 @@ impl Agent {
                     if self.domains.iter().any(|d| d.target == ti && d.alive) {
                         continue;
                     }
-                    match query_vcpus(path) {
-                        Ok(v) if !v.is_empty() => {
+                    match crate::qmp::probe_vcpus(path) {
+                        Ok(Some(v)) if !v.is_empty() => {
                             let pid = crate::procfs::tgid_of(&self.proc_root, v[0].thread_id).unwrap_or(v[0].thread_id);
                             let vcpus = v.into_iter().map(|x| (x.thread_id, x.cpu_index)).collect();
                             self.new_domain(
@@ -652,6 +663,7 @@ impl Agent {
                                 None,
                             );
                         }
+                        // Not running (yet, or any more): looked for again at the next rescan.
                         Ok(_) => {}
                         Err(e) => {
                             self.warn_once(format!("qmp:{ti}"), format!("target \"{}\": {e} (will retry)", t.name))
@@ -1032,14 +1044,9 @@ impl Agent {
             todo.push((ch.task, ch.mask, lin));
         }
         if !self.dry {
-            let mut need = false;
-            for (task, _, _) in &todo {
-                if let Some(t) = self.threads.get_mut(task) {
-                    t.touched = true;
-                    need |= !t.in_state;
-                }
-            }
-            need |= self.threads.values().any(|t| t.touched && !t.in_state);
+            // The state file holds every thread about to be changed before the first change.
+            let need = todo.iter().any(|(task, _, _)| self.threads.get(task).is_some_and(|t| !t.in_state))
+                || self.threads.values().any(|t| t.touched && !t.in_state);
             if need {
                 self.write_state()?;
             }
@@ -1059,6 +1066,8 @@ impl Agent {
                     }
                     if let Some(t) = self.threads.get_mut(&task) {
                         t.cur = mask;
+                        // Restored on exit (a denied change changed nothing and is not).
+                        t.touched |= !self.dry;
                     }
                     if self.dry {
                         "dry-run"
@@ -1342,6 +1351,103 @@ mod tests {
         let v = vcpus_by_name(d.path(), 77);
         assert_eq!(v.into_iter().collect::<Vec<_>>(), vec![(78, 0), (79, 1)]);
         assert_eq!(guest_name(d.path(), 5), "pid5");
+    }
+
+    /// An actuator whose changes all fail with one error (and are counted per thread).
+    struct Failing {
+        err: ActError,
+        calls: std::rc::Rc<std::cell::RefCell<Vec<i32>>>,
+    }
+
+    impl Actuator for Failing {
+        fn get(&self, tid: i32) -> Result<CpuSet, ActError> {
+            crate::actuate::get_affinity(tid)
+        }
+        fn set(&mut self, tid: i32, _mask: &CpuSet) -> Result<(), ActError> {
+            self.calls.borrow_mut().push(tid);
+            Err(self.err)
+        }
+        fn dry_run(&self) -> bool {
+            false
+        }
+    }
+
+    /// An agent on a CPU-bound child (`sh` busy loop), CPU 0 fast, whose changes fail with `err`.
+    fn failing_agent(
+        err: ActError,
+        dir: &Path,
+    ) -> (Agent, std::process::Child, std::rc::Rc<std::cell::RefCell<Vec<i32>>>) {
+        let child = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+        let ov = crate::Overrides { fast: Some(CpuSet::parse_list("0").unwrap()), ..Default::default() };
+        let discovered = crate::discover(Path::new("/"), &ov).unwrap();
+        let target = Target {
+            name: "busy".into(),
+            kind: TargetKind::Pid(child.id() as i32),
+            children: false,
+            weight: 256,
+            priority: ampsched_model::spec::PriorityClass::Normal,
+            fast_vcpus: None,
+        };
+        let mut agent = Agent::new(AgentOptions {
+            discovered,
+            placer: PolicySpec { name: "aash".into(), params: Default::default() },
+            period_ms: 30.0,
+            rescan_ms: 500.0,
+            dry_run: false,
+            state_path: dir.join("state.json"),
+            metrics: None,
+            log: None,
+            targets: vec![target],
+            proc_root: PathBuf::from("/proc"),
+            stop_with_first_command: false,
+        })
+        .unwrap();
+        let calls = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        agent.act = Box::new(Failing { err, calls: calls.clone() });
+        agent.launch().unwrap();
+        (agent, child, calls)
+    }
+
+    #[test]
+    fn a_vanished_or_denied_change_is_counted_and_skipped_never_fatal() {
+        if crate::discover(Path::new("/"), &crate::Overrides::default()).map(|d| d.linux_ids.len()).unwrap_or(0) < 2 {
+            eprintln!("skipped: needs 2 online CPUs");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        // Denied (EPERM): the busy thread is granted the fast CPU (mask {0}) in the first period;
+        // the change fails, is counted, and is not asked again in the next 5 periods (the thread
+        // stays managed, its placer mask taken as applied).
+        let (mut a, mut child, calls) = failing_agent(ActError::Denied, d.path());
+        for _ in 0..6 {
+            a.step().unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let tid = child.id() as i32;
+        assert_eq!(calls.borrow().iter().filter(|t| **t == tid).count(), 1, "{:?}", calls.borrow());
+        assert_eq!(a.errors_by_kind.get("eperm"), Some(&1));
+        assert!(a.by_tid.contains_key(&tid), "a denied thread stays under management");
+        // Nothing was changed, so nothing is restored and the state file goes away.
+        assert_eq!(a.restore_all(), 0);
+        assert!(!d.path().join("state.json").exists());
+        drop(a);
+        child.kill().unwrap();
+        child.wait().unwrap();
+
+        // Vanished (ESRCH): the thread is dropped from management at once; the process is
+        // still there, so the next period finds it again (a new task) and tries again.
+        let (mut a, mut child, calls) = failing_agent(ActError::Vanished, d.path());
+        let tid = child.id() as i32;
+        a.step().unwrap();
+        assert_eq!(calls.borrow().len(), 1);
+        assert!(!a.by_tid.contains_key(&tid), "a vanished thread is no longer managed");
+        a.step().unwrap();
+        assert_eq!(a.errors_by_kind.get("esrch"), Some(&2), "re-found and tried again");
+        assert_eq!(a.stats.errors, 2);
+        assert_eq!(a.restore_all(), 0);
+        drop(a);
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]

@@ -77,10 +77,30 @@ pub fn parse_cpus_fast(v: &Value) -> Result<Vec<VcpuThread>, String> {
     Ok(out)
 }
 
+/// No VM listens at `path`: no such file, or a stale socket left by a QEMU that exited.
+fn absent(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused)
+}
+
+/// Like [`query_vcpus`], but `Ok(None)` when no VM listens at `path` (not started yet, or
+/// exited): the daemon waits for such a VM instead of failing.
+pub fn probe_vcpus(path: &Path) -> Result<Option<Vec<VcpuThread>>, AgentError> {
+    match UnixStream::connect(path) {
+        Err(e) if absent(&e) => Ok(None),
+        Err(e) => Err(AgentError::new(format!("{}: cannot connect to the QMP socket: {e}", path.display()))),
+        Ok(w) => query_on(w, path).map(Some),
+    }
+}
+
 /// Ask the QMP socket at `path` for the VM's vCPU threads.
 pub fn query_vcpus(path: &Path) -> Result<Vec<VcpuThread>, AgentError> {
-    let mut w = UnixStream::connect(path)
+    let w = UnixStream::connect(path)
         .map_err(|e| AgentError::new(format!("{}: cannot connect to the QMP socket: {e}", path.display())))?;
+    query_on(w, path)
+}
+
+fn query_on(w: UnixStream, path: &Path) -> Result<Vec<VcpuThread>, AgentError> {
+    let mut w = w;
     w.set_read_timeout(Some(QMP_TIMEOUT)).ok();
     w.set_write_timeout(Some(QMP_TIMEOUT)).ok();
     let mut r =

@@ -588,3 +588,140 @@ fn a_qemu_guest_aware_vcpu0_runs_on_the_fast_cpu_found_by_qmp_and_by_names() {
     assert_eq!(get_affinity(vcpu0).unwrap(), orig, "vCPU 0 not restored");
     assert!(!state.exists());
 }
+
+#[test]
+fn a_denied_change_is_logged_and_skipped_never_fatal() {
+    let _s = serial();
+    require_machine();
+    let setpriv = which("setpriv").expect("no setpriv: apt-get install util-linux");
+    // The agent runs as `nobody` against a root-owned 3-thread spinner: every change is EPERM.
+    let d = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (target, _by) = spinners();
+    let original = affinities(target.pid());
+    let cfg = d.path().join("pid.toml");
+    std::fs::write(&cfg, format!("fast = \"0\"\n[[target]]\nname = \"spinner\"\npid = {}\n", target.pid())).unwrap();
+    let (state, log) = (d.path().join("state.json"), d.path().join("log.jsonl"));
+    let mut agent = Guard(
+        Command::new(setpriv)
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .arg(ampsched())
+            .args(["agent", "--config", cfg.to_str().unwrap(), "--state", state.to_str().unwrap()])
+            .arg("--log")
+            .arg(&log)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let denied = || std::fs::read_to_string(&log).unwrap_or_default().matches("\"result\":\"eperm\"").count();
+    assert!(wait_for(Duration::from_secs(5), || denied() >= 1), "no denied change logged");
+    // Still running a second later: never fatal.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(agent.0.try_wait().unwrap().is_none(), "the agent stopped after a denied change");
+    // SAFETY: signalling our own child (setpriv execs the agent: same pid).
+    unsafe { libc::kill(agent.pid(), libc::SIGTERM) };
+    let o = agent.wait_with_output_guarded();
+    // Exit 0: nothing was changed, so nothing needed restoring and the state file is gone.
+    assert!(o.status.success(), "{}", out_text(&o));
+    assert_eq!(affinities(target.pid()), original, "a denied change changed something");
+    assert!(!state.exists(), "state file left after a clean exit");
+    // The fast grant kept rotating among the 3 busy threads (each period's new masks were
+    // asked for and denied: several denials), and not one change went through.
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(denied() >= 3, "{text}");
+    assert!(!text.contains("\"result\":\"ok\""), "{text}");
+}
+
+/// Start a paused QEMU (TCG, 2 vCPUs, no guest needed: vCPU threads exist from the start).
+fn paused_qemu(name: &str, qmp: Option<&Path>) -> Guard {
+    let qemu =
+        which("qemu-system-x86_64").expect("no qemu-system-x86_64: apt-get install qemu-system-x86 (.ci/run does)");
+    let mut c = Command::new(qemu);
+    c.args(["-accel", "tcg", "-smp", "2", "-m", "64", "-S", "-nodefaults", "-display", "none"])
+        .args(["-name", &format!("guest={name},debug-threads=on")]);
+    if let Some(p) = qmp {
+        c.arg("-qmp").arg(format!("unix:{},server=on,wait=off", p.display()));
+    }
+    Guard(c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap())
+}
+
+fn log_events(log: &Path, event: &str) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == event)
+        .collect()
+}
+
+#[test]
+fn exiting_and_new_vms_are_picked_up_through_qmp_and_thread_names() {
+    let _s = serial();
+    require_machine();
+    let d = tempfile::tempdir().unwrap();
+    let sock = d.path().join("vm.qmp");
+    // One daemon, started before any VM: a QMP target whose socket does not exist yet, and
+    // `qemu = "all"` (thread names). rescan_ms = 100 to keep the test short.
+    let cfg = d.path().join("vms.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "fast = \"0\"\nrescan_ms = 100\n[[target]]\nname = \"web\"\nqmp = \"{}\"\n\
+             [[target]]\nname = \"vms\"\nqemu = \"all\"\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let log = d.path().join("log.jsonl");
+    let agent = Guard(
+        Command::new(ampsched())
+            .args(["agent", "--dry-run", "--config", cfg.to_str().unwrap(), "--log", log.to_str().unwrap()])
+            .arg("--state")
+            .arg(d.path().join("s.json"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let domains = |name: &str| log_events(&log, "domain").into_iter().filter(|v| v["name"] == name).count();
+    let gone = |name: &str| log_events(&log, "domain-gone").into_iter().filter(|v| v["name"] == name).count();
+    // 1. A VM with a QMP socket starts: the QMP target picks it up (its 2 vCPU threads).
+    let a = paused_qemu("first", Some(&sock));
+    assert!(wait_for(Duration::from_secs(20), || domains("web") == 1), "QMP VM not picked up");
+    // 2. A second VM without QMP: found by thread names as vms/second.
+    let b = paused_qemu("second", None);
+    assert!(wait_for(Duration::from_secs(20), || domains("vms/second") == 1), "named VM not picked up");
+    let vcpus_of = |pid: i32| {
+        let mut v: Vec<i64> = log_events(&log, "thread")
+            .into_iter()
+            .filter(|t| t["pid"] == pid)
+            .map(|t| t["vcpu"].as_i64().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(vcpus_of(b.pid()), vec![0, 1], "the named VM's vCPU threads");
+    // 3. Both exit: both domains are dropped; the daemon keeps running.
+    let (a_pid, b_pid) = (a.pid(), b.pid());
+    drop(a);
+    drop(b);
+    assert!(
+        wait_for(Duration::from_secs(10), || gone("web") == 1 && gone("vms/second") == 1),
+        "exited VMs not dropped"
+    );
+    // 4. A new VM on the same QMP path (its predecessor left a stale socket): picked up again.
+    let _ = std::fs::remove_file(&sock);
+    let c = paused_qemu("third", Some(&sock));
+    assert!(wait_for(Duration::from_secs(20), || domains("web") == 2), "a new VM on the QMP path not picked up");
+    let web: Vec<Value> = log_events(&log, "domain").into_iter().filter(|v| v["name"] == "web").collect();
+    assert_eq!((web[0]["pid"].as_i64(), web[1]["pid"].as_i64()), (Some(a_pid as i64), Some(c.pid() as i64)));
+    assert_eq!(vcpus_of(c.pid()), vec![0, 1], "the new VM's vCPUs found through QMP");
+    assert!(vcpus_of(b_pid).len() == 2);
+    drop(c);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(agent.pid(), libc::SIGTERM) };
+    let o = agent.wait_with_output_guarded();
+    assert!(o.status.success(), "{}", out_text(&o));
+}
