@@ -15,6 +15,7 @@
 //! - [`state`]: the state file and `restore`;
 //! - [`metrics`]: the loopback Prometheus endpoint;
 //! - [`config`]: the daemon's configuration file;
+//! - [`trace`]: a Perfetto trace of the decisions (`--trace`);
 //! - [`control`]: the control loop tying them together.
 
 pub mod actuate;
@@ -28,6 +29,7 @@ pub mod report;
 pub mod sampler;
 pub mod signals;
 pub mod state;
+pub mod trace;
 
 use std::fmt;
 

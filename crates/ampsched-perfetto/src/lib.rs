@@ -317,12 +317,239 @@ impl TraceWriter {
         self.out.is_empty() && self.bundles.iter().all(|b| b.is_empty())
     }
 
+    /// Flush every CPU's ftrace events and hand over the trace written so far,
+    /// keeping the writer's state: a long recording appends successive drains
+    /// to one file (a trace is a concatenation of packets).
+    pub fn drain(&mut self) -> Vec<u8> {
+        for c in 0..self.bundles.len() {
+            self.flush_cpu(c);
+        }
+        std::mem::take(&mut self.out)
+    }
+
     /// Flush every CPU's ftrace events and return the trace bytes.
     pub fn finish(mut self) -> Vec<u8> {
         for c in 0..self.bundles.len() {
             self.flush_cpu(c);
         }
         self.out
+    }
+}
+
+/// Reading traces back (what this crate writes; for tests and tools).
+pub mod read {
+    use super::fld;
+    use std::collections::BTreeMap;
+
+    /// A `sched_switch` event.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Switch {
+        /// Timestamp, ns.
+        pub ts: u64,
+        /// CPU.
+        pub cpu: u32,
+        /// Thread leaving (0: idle).
+        pub prev_tid: u32,
+        /// Its state code (0 runnable, 1 sleeping, 16 dead).
+        pub prev_state: i64,
+        /// Thread entering (0: idle).
+        pub next_tid: u32,
+        /// Its name.
+        pub next_comm: String,
+    }
+
+    /// A track descriptor.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct Track {
+        /// Name (counter tracks), or the process/thread name.
+        pub name: String,
+        /// Parent track uuid.
+        pub parent: Option<u64>,
+        /// Process id (process and thread tracks).
+        pub pid: Option<u32>,
+        /// Thread id (thread tracks).
+        pub tid: Option<u32>,
+    }
+
+    /// What a trace holds.
+    #[derive(Clone, Debug, Default)]
+    pub struct Trace {
+        /// Packets.
+        pub packets: usize,
+        /// Processes of the process trees: (pid, name).
+        pub processes: Vec<(u32, String)>,
+        /// Threads of the process trees: (tid, tgid, name).
+        pub threads: Vec<(u32, u32, String)>,
+        /// Scheduling switches, in file order.
+        pub switches: Vec<Switch>,
+        /// `sched_waking` events: (ts, cpu, tid).
+        pub wakings: Vec<(u64, u32, u32)>,
+        /// CPU frequency events: (ts, cpu, kHz).
+        pub frequencies: Vec<(u64, u32, u64)>,
+        /// Track descriptors by uuid.
+        pub tracks: BTreeMap<u64, Track>,
+        /// Counter values by track uuid: (ts, value).
+        pub counters: BTreeMap<u64, Vec<(u64, f64)>>,
+    }
+
+    impl Trace {
+        /// Uuids of the counter tracks named `name`.
+        pub fn tracks_named(&self, name: &str) -> Vec<u64> {
+            self.tracks.iter().filter(|(_, t)| t.name == name).map(|(u, _)| *u).collect()
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum V {
+        Int(u64),
+        Bytes(Vec<u8>),
+        F64(f64),
+    }
+
+    fn varint(b: &[u8], i: &mut usize) -> Result<u64, String> {
+        let (mut v, mut s) = (0u64, 0u32);
+        loop {
+            let x = *b.get(*i).ok_or("truncated varint")?;
+            *i += 1;
+            v |= ((x & 0x7f) as u64).checked_shl(s).unwrap_or(0);
+            if x < 0x80 {
+                return Ok(v);
+            }
+            s += 7;
+            if s > 63 {
+                return Err("varint too long".into());
+            }
+        }
+    }
+
+    fn fields(b: &[u8]) -> Result<Vec<(u32, V)>, String> {
+        let mut i = 0;
+        let mut out = Vec::new();
+        while i < b.len() {
+            let k = varint(b, &mut i)?;
+            let f = (k >> 3) as u32;
+            match k & 7 {
+                0 => out.push((f, V::Int(varint(b, &mut i)?))),
+                1 => {
+                    let s = b.get(i..i + 8).ok_or("truncated fixed64")?;
+                    out.push((f, V::F64(f64::from_le_bytes(s.try_into().expect("8 bytes")))));
+                    i += 8;
+                }
+                2 => {
+                    let n = varint(b, &mut i)? as usize;
+                    let s = b.get(i..i + n).ok_or("truncated bytes")?;
+                    out.push((f, V::Bytes(s.to_vec())));
+                    i += n;
+                }
+                w => return Err(format!("wire type {w} at byte {i}")),
+            }
+        }
+        Ok(out)
+    }
+
+    fn int(m: &[(u32, V)], f: u32) -> Option<u64> {
+        m.iter().find_map(|(k, v)| match v {
+            V::Int(x) if *k == f => Some(*x),
+            _ => None,
+        })
+    }
+
+    fn bytes(m: &[(u32, V)], f: u32) -> Option<&[u8]> {
+        m.iter().find_map(|(k, v)| match v {
+            V::Bytes(x) if *k == f => Some(x.as_slice()),
+            _ => None,
+        })
+    }
+
+    fn all(m: &[(u32, V)], f: u32) -> impl Iterator<Item = &[u8]> {
+        m.iter().filter_map(move |(k, v)| match v {
+            V::Bytes(x) if *k == f => Some(x.as_slice()),
+            _ => None,
+        })
+    }
+
+    fn text(m: &[(u32, V)], f: u32) -> String {
+        bytes(m, f).map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default()
+    }
+
+    /// Decode a trace (a sequence of `TracePacket`s).
+    pub fn read(b: &[u8]) -> Result<Trace, String> {
+        let mut t = Trace::default();
+        for (f, v) in fields(b)? {
+            let V::Bytes(pkt) = v else { return Err(format!("top-level field {f} is not a packet")) };
+            if f != fld::TRACE_PACKET {
+                return Err(format!("top-level field {f} is not a packet"));
+            }
+            t.packets += 1;
+            let p = fields(&pkt)?;
+            let ts = int(&p, fld::P_TIMESTAMP).unwrap_or(0);
+            if let Some(pt) = bytes(&p, fld::P_PROCESS_TREE) {
+                let pt = fields(pt)?;
+                for pr in all(&pt, fld::PT_PROCESSES) {
+                    let pr = fields(pr)?;
+                    t.processes.push((int(&pr, 1).unwrap_or(0) as u32, text(&pr, 3)));
+                }
+                for th in all(&pt, fld::PT_THREADS) {
+                    let th = fields(th)?;
+                    t.threads.push((int(&th, 1).unwrap_or(0) as u32, int(&th, 3).unwrap_or(0) as u32, text(&th, 2)));
+                }
+            }
+            if let Some(bu) = bytes(&p, fld::P_FTRACE_EVENTS) {
+                let bu = fields(bu)?;
+                let cpu = int(&bu, fld::B_CPU).unwrap_or(0) as u32;
+                for ev in all(&bu, fld::B_EVENT) {
+                    let ev = fields(ev)?;
+                    let ets = int(&ev, fld::E_TIMESTAMP).unwrap_or(0);
+                    if let Some(sw) = bytes(&ev, fld::E_SCHED_SWITCH) {
+                        let sw = fields(sw)?;
+                        t.switches.push(Switch {
+                            ts: ets,
+                            cpu,
+                            prev_tid: int(&sw, 2).unwrap_or(0) as u32,
+                            prev_state: int(&sw, 4).unwrap_or(0) as i64,
+                            next_tid: int(&sw, 6).unwrap_or(0) as u32,
+                            next_comm: text(&sw, 5),
+                        });
+                    } else if let Some(w) = bytes(&ev, fld::E_SCHED_WAKING) {
+                        let w = fields(w)?;
+                        t.wakings.push((ets, cpu, int(&w, 2).unwrap_or(0) as u32));
+                    } else if let Some(fr) = bytes(&ev, fld::E_CPU_FREQUENCY) {
+                        let fr = fields(fr)?;
+                        t.frequencies.push((ets, int(&fr, 2).unwrap_or(0) as u32, int(&fr, 1).unwrap_or(0)));
+                    }
+                }
+            }
+            if let Some(td) = bytes(&p, fld::P_TRACK_DESCRIPTOR) {
+                let td = fields(td)?;
+                let uuid = int(&td, fld::TD_UUID).ok_or("track descriptor without uuid")?;
+                let mut tr =
+                    Track { name: text(&td, fld::TD_NAME), parent: int(&td, fld::TD_PARENT), ..Track::default() };
+                if let Some(pd) = bytes(&td, fld::TD_PROCESS) {
+                    let pd = fields(pd)?;
+                    tr.pid = int(&pd, 1).map(|x| x as u32);
+                    tr.name = text(&pd, 6);
+                }
+                if let Some(thd) = bytes(&td, fld::TD_THREAD) {
+                    let thd = fields(thd)?;
+                    tr.pid = int(&thd, 1).map(|x| x as u32);
+                    tr.tid = int(&thd, 2).map(|x| x as u32);
+                    tr.name = text(&thd, 5);
+                }
+                t.tracks.insert(uuid, tr);
+            }
+            if let Some(te) = bytes(&p, fld::P_TRACK_EVENT) {
+                let te = fields(te)?;
+                let uuid = int(&te, fld::TE_TRACK_UUID).ok_or("track event without track")?;
+                let v = te.iter().find_map(|(k, v)| match v {
+                    V::F64(x) if *k == fld::TE_DOUBLE_COUNTER_VALUE => Some(*x),
+                    _ => None,
+                });
+                if let Some(v) = v {
+                    t.counters.entry(uuid).or_default().push((ts, v));
+                }
+            }
+        }
+        Ok(t)
     }
 }
 
@@ -394,6 +621,60 @@ mod tests {
         // CPU 1's bundle holds two events.
         let b1 = bundles.iter().map(|(_, _, p)| fields(&fields(p)[0].2)).find(|b| b[0].2[0] == 1).expect("cpu 1");
         assert_eq!(b1.iter().filter(|(f, _, _)| *f == 2).count(), 2);
+    }
+
+    #[test]
+    fn drains_concatenate_to_the_whole_trace() {
+        let calls = |w: &mut TraceWriter, k: u64| {
+            let th = ThreadRef { tid: 5, name: "t" };
+            w.switch(k, 0, IDLE, PrevState::Runnable, th);
+            w.switch(k + 1, 0, th, PrevState::Sleeping, IDLE);
+        };
+        let mut whole = TraceWriter::new(1);
+        let mut parts = TraceWriter::new(1);
+        let mut drained = Vec::new();
+        for k in 0..3 {
+            calls(&mut whole, 10 * k);
+            calls(&mut parts, 10 * k);
+            drained.extend(parts.drain());
+        }
+        drained.extend(parts.finish());
+        let whole = whole.finish();
+        // Bundles are cut at each drain, so the bytes differ, but the packets
+        // carry the same six switches: 3 packets of 2 events vs 1 packet of 6.
+        assert_eq!(fields(&drained).len(), 3);
+        assert_eq!(fields(&whole).len(), 1);
+        let events = |b: &[u8]| -> usize {
+            fields(b).iter().map(|(_, _, p)| fields(&fields(p)[0].2).iter().filter(|(f, _, _)| *f == 2).count()).sum()
+        };
+        assert_eq!((events(&drained), events(&whole)), (6, 6));
+    }
+
+    #[test]
+    fn the_reader_gets_back_what_was_written() {
+        let mut w = TraceWriter::new(2);
+        let (p, t) = w.processes(7, &[(1000, "vm0")], &[(1001, 1000, "vm0/v0")]);
+        let th = ThreadRef { tid: 1001, name: "vm0/v0" };
+        w.switch(10, 1, IDLE, PrevState::Runnable, th);
+        w.waking(12, 0, th);
+        w.switch(20, 1, th, PrevState::Dead, IDLE);
+        w.frequency(5, 0, 1_500_000);
+        let c = w.counter_track("credit", Some(t[0]));
+        w.counter(30, c, -5.5);
+        let r = read::read(&w.finish()).expect("decodes");
+        assert_eq!(r.processes, vec![(1000, "vm0".to_string())]);
+        assert_eq!(r.threads, vec![(1001, 1000, "vm0/v0".to_string())]);
+        assert_eq!(r.switches.len(), 2);
+        assert_eq!((r.switches[0].cpu, r.switches[0].next_tid, r.switches[0].next_comm.as_str()), (1, 1001, "vm0/v0"));
+        assert_eq!((r.switches[1].prev_tid, r.switches[1].prev_state), (1001, 16));
+        assert_eq!(r.wakings, vec![(12, 0, 1001)]);
+        assert_eq!(r.frequencies, vec![(5, 0, 1_500_000)]);
+        assert_eq!(r.tracks[&p[0]].pid, Some(1000));
+        assert_eq!(r.tracks[&t[0]].tid, Some(1001));
+        assert_eq!(r.tracks_named("credit"), vec![c]);
+        assert_eq!(r.tracks[&c].parent, Some(t[0]));
+        assert_eq!(r.counters[&c], vec![(30, -5.5)]);
+        assert!(read::read(&[0x0a, 0x05, 0x01]).is_err(), "a truncated packet is an error");
     }
 
     #[test]
