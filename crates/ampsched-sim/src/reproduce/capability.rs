@@ -16,14 +16,19 @@
 //!   chores the gain in avg_chore, (avg / avg_base − 1) × 100, for NPB the
 //!   time saved, (1 − T / T_base) × 100;
 //! - `completion_s` (s) and `finished` (fraction of runs that finished before
-//!   `max_s`; an unfinished run counts its stop time, a lower bound).
+//!   `max_s`; an unfinished run counts its stop time, a lower bound);
+//! - NPB also `cpu_idle_pct` (%, subject `fast`/`slow`/`all`): idle share of
+//!   the CPUs of that class over the run, and `min_fast_share_pct` (%): the
+//!   smallest share of its CPU time any thread spent on the fastest class.
 //!
 //! Every figure and sentence is computed from the runs.
 
 use super::{migrations, row, secs, speedups, EmbeddedFile, Runs, Study};
+use crate::experiment::Case;
 use crate::report::svg::{BarChart, BarSeries, Chart, LineChart, LineSeries, LineStyle};
 use crate::report::{cell, cell_pm, Report, Row, Section, Stat, Table};
 use crate::results::RunResult;
+use ampsched_model::program::Op;
 
 /// The study's experiment files, embedded.
 pub const FILES: &[EmbeddedFile] = &[
@@ -267,6 +272,7 @@ fn npb(runs: &Runs, rows: &mut Vec<Row>) -> Section {
     let mut errs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); others.len()];
     let mut notes = Vec::new();
     let mut unfinished = Vec::new();
+    let mut static_notes = Vec::new();
     let mut per_pol: Vec<(String, Vec<f64>, f64)> = labels.iter().map(|p| (p.to_string(), vec![], 0.0)).collect();
     for (c, case) in e.cases.iter().enumerate() {
         let tb: Vec<f64> = runs.of(c, &e.baseline).iter().map(|r| secs(r.end_ns)).collect();
@@ -280,6 +286,18 @@ fn npb(runs: &Runs, rows: &mut Vec<Row>) -> Section {
             rows.push(row(&e.name, &case.name, "all", p, "finished", "fraction", &fin));
             rows.push(row(&e.name, &case.name, "all", p, "migrations", "count", &mig));
             rows.push(row(&e.name, &case.name, "all", p, "run_spread_pct", "%", &[spread_pct(&t_s)]));
+            let topo = &case.scenario.topo;
+            let fast = &topo.classes[topo.fast_class].name;
+            let idle: Vec<f64> = rs.iter().map(|r| idle_pct(r, None)).collect();
+            rows.push(row(&e.name, &case.name, "all", p, "cpu_idle_pct", "%", &idle));
+            if topo.classes.len() > 1 {
+                for k in &topo.classes {
+                    let v: Vec<f64> = rs.iter().map(|r| idle_pct(r, Some(&k.name))).collect();
+                    rows.push(row(&e.name, &case.name, &k.name, p, "cpu_idle_pct", "%", &v));
+                }
+            }
+            let share: Vec<f64> = rs.iter().map(|r| min_fast_share(r, fast)).collect();
+            rows.push(row(&e.name, &case.name, "all", p, "min_fast_share_pct", "%", &share));
             for d in &rs[0].domains {
                 let v: Vec<f64> = rs.iter().map(|r| super::completion_s(r, &d.name)).collect();
                 rows.push(row(&e.name, &case.name, &d.name, p, "completion_s", "s", &v));
@@ -362,6 +380,7 @@ fn npb(runs: &Runs, rows: &mut Vec<Row>) -> Section {
             &per_pol[labels.iter().position(|l| *l == others[0]).unwrap_or(0)],
             &per_pol[labels.iter().position(|l| *l == others[1]).unwrap_or(0)],
         );
+        let mixed = e.cases.iter().any(|c| working_sets(c).len() > 1);
         text.push_str(&format!(
             " {} against {}: {:.1} % vs {:.1} % mean speedup and {:.0} vs {:.0} migrations (refills){}.",
             a.0,
@@ -370,12 +389,54 @@ fn npb(runs: &Runs, rows: &mut Vec<Row>) -> Section {
             Stat::of(&b.1).mean,
             a.2,
             b.2,
-            if (a.2 - b.2).abs() < 0.5 {
-                ": the NPB models share one working-set estimate (2048 KiB), so the cache policy has nothing to \
-                 choose between and picks as FIFO does"
+            if mixed {
+                ": the threads' working sets differ (per-kernel estimates), so cache selection moves the \
+                 smallest-working-set tasks while FIFO moves the longest-resident ones; every working set exceeds \
+                 the L2, so a migration costs the same refill under both and the difference is in which tasks move"
             } else {
-                ""
+                ": within a case every thread has the same working set (one kernel at a time), so the cache policy \
+                 has nothing to choose between and picks as FIFO does"
             }
+        ));
+    }
+    for (c, case) in e.cases.iter().enumerate() {
+        if let Some(x) = barrier_bound(runs, c, case) {
+            static_notes.push(x);
+        }
+    }
+    if !static_notes.is_empty() {
+        text.push_str(&format!(
+            " Static asymmetry, one thread per CPU: at every barrier the phase ends when its slowest thread does, and \
+             at any moment only as many threads as there are fast CPUs run fast, so some thread is on a slow CPU at \
+             every barrier; rotating threads through the fast CPU cannot raise the slowest, and a kernel made of \
+             barrier-separated phases shorter than the balance interval is predicted to gain 0 %. A single parallel \
+             region (one barrier at the end) instead gains from rotation: each thread runs at the mean rate of the \
+             CPUs, not at the slow rate, predicted gain 1 − r_slow / r_mean (rates r = 1 / ((1 − m) / speed + m) with \
+             the kernel's memory-stall fraction m), or, when rotation covers only part of the run, the rate its \
+             slowest thread reached: r_slow + f × (r_fast − r_slow) with f its share of time on the fast CPU. Per \
+             kernel, gain of {} over {} and which prediction it meets: {}.",
+            others[0],
+            e.baseline,
+            static_notes.join("; ")
+        ));
+    }
+    let mut comp = Vec::new();
+    for (c, case) in e.cases.iter().enumerate() {
+        if case.scenario.tasks.len() > case.scenario.topo.cpus.len() {
+            comp.push(oversubscribed(runs, c, case, &others));
+        }
+    }
+    if !comp.is_empty() {
+        text.push_str(&format!(
+            " All kernels at once ({} threads on {} CPUs): capability pins every thread and swaps one for one, so \
+             each CPU keeps the count it was launched with and no CPU can take work from another when its own \
+             threads all wait; the runqueue balancer moves threads freely (its migrations) and keeps CPUs busy. \
+             Where waiters block, time lost shows as idle CPUs; where they busy-poll (MPI), as spinning. Per case, elapsed time, CPU idle share (all; fast CPU where there is one) and spinning, {} → {}: {}.",
+            e.cases[0].scenario.tasks.len(),
+            e.cases[0].scenario.topo.cpus.len(),
+            e.baseline,
+            others.join(" / "),
+            comp.join("; ")
         ));
     }
     if !unfinished.is_empty() {
@@ -387,4 +448,124 @@ fn npb(runs: &Runs, rows: &mut Vec<Row>) -> Section {
     }
     s.para(text);
     s
+}
+
+/// Distinct working sets (KiB) of the compute ops of a case's tasks, ascending.
+fn working_sets(case: &Case) -> Vec<u32> {
+    let mut ws: Vec<u32> = case
+        .scenario
+        .tasks
+        .iter()
+        .flat_map(|t| t.program.ops.iter())
+        .filter_map(|op| match op {
+            Op::Compute { ws_kb, .. } | Op::ParFor { ws_kb, .. } => Some(*ws_kb),
+            _ => None,
+        })
+        .collect();
+    ws.sort_unstable();
+    ws.dedup();
+    ws
+}
+
+/// Memory-stall fraction of a case's first compute op (0 without one).
+fn mem_of(case: &Case) -> f64 {
+    case.scenario
+        .tasks
+        .iter()
+        .flat_map(|t| t.program.ops.iter())
+        .find_map(|op| match op {
+            Op::Compute { mem, .. } | Op::ParFor { mem, .. } => Some(*mem),
+            _ => None,
+        })
+        .unwrap_or(0.0)
+}
+
+/// Smallest share (%) of its CPU time any thread of a run spent on the fastest class.
+fn min_fast_share(r: &RunResult, fast: &str) -> f64 {
+    r.tasks
+        .iter()
+        .filter(|t| !t.idle && t.cpu_ns.total() > 0)
+        .map(|t| t.cpu_ns.get(fast) as f64 / t.cpu_ns.total() as f64 * 100.0)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Idle share (%) of the CPUs of class `class` (all CPUs for `None`) over a run.
+fn idle_pct(r: &RunResult, class: Option<&str>) -> f64 {
+    let cs: Vec<_> = r.cpus.iter().filter(|c| class.is_none_or(|k| c.class == k)).collect();
+    let total = cs.len() as f64 * r.end_ns as f64;
+    if total > 0.0 {
+        cs.iter().map(|c| c.idle_ns as f64).sum::<f64>() / total * 100.0
+    } else {
+        0.0
+    }
+}
+
+/// For a case with one thread per CPU on CPUs of different speeds: the measured gain of the first compared
+/// policy against the two predictions (barrier-bound 0 %, single region 1 − r_slow / r_mean), and the
+/// slowest thread's fast-CPU share under the baseline and that policy.
+fn barrier_bound(runs: &Runs, c: usize, case: &Case) -> Option<String> {
+    let topo = &case.scenario.topo;
+    let threads = case.scenario.tasks.len();
+    let slow = topo.cpus.iter().map(|x| x.speed).fold(f64::INFINITY, f64::min);
+    let fastest = topo.cpus.iter().map(|x| x.speed).fold(0.0, f64::max);
+    if threads != topo.cpus.len() || fastest <= slow {
+        return None;
+    }
+    let e = &runs.exp;
+    let p = runs.labels().into_iter().find(|l| *l != e.baseline)?;
+    let m = mem_of(case);
+    let rate = |s: f64| 1.0 / ((1.0 - m) / s + m);
+    let fast_cpus = topo.cpus.iter().filter(|x| x.speed >= fastest).count();
+    let tb: Vec<f64> = runs.of(c, &e.baseline).iter().map(|r| secs(r.end_ns)).collect();
+    let tp: Vec<f64> = runs.of(c, p).iter().map(|r| secs(r.end_ns)).collect();
+    let gain = Stat::of(&speedups(&tb, &tp)).mean;
+    let fast = &topo.classes[topo.fast_class].name;
+    let share = |l: &str| Stat::of(&runs.of(c, l).iter().map(|r| min_fast_share(r, fast)).collect::<Vec<_>>()).mean;
+    let f = share(p) / 100.0;
+    // A single region ends when the slowest thread does; with a share f of its time on the fast CPU it runs
+    // at r_slow + f × (r_fast − r_slow) instead of r_slow.
+    let region = (1.0 - rate(slow) / (rate(slow) + f * (rate(fastest) - rate(slow)))) * 100.0;
+    let nearer = if gain.abs() <= (gain - region).abs() { "barrier-bound" } else { "single region" };
+    Some(format!(
+        "{} {gain:+.1} % (slowest thread's fast share {:.0} % → {:.0} %, even rotation {:.0} %; single-region \
+         prediction at that share {region:+.1} %, barrier-bound 0 %: {nearer}; {:.1} balance intervals long)",
+        split_case(&case.name).1,
+        share(&e.baseline),
+        f * 100.0,
+        fast_cpus as f64 / topo.cpus.len() as f64 * 100.0,
+        Stat::of(&tb).mean / secs(interval_ns(runs, c, p)).max(1e-9),
+    ))
+}
+
+/// The placer period of policy `label` in case `c` (0 without a placer).
+fn interval_ns(runs: &Runs, c: usize, label: &str) -> u64 {
+    runs.exp.cases[c]
+        .compare
+        .iter()
+        .find(|x| x.label == label)
+        .and_then(|x| x.placer.as_ref())
+        .and_then(|pl| pl.params.get("interval_ms"))
+        .and_then(|v| v.as_f64())
+        .map(|ms| (ms * 1e6) as u64)
+        .unwrap_or(0)
+}
+
+/// One oversubscribed case in words: elapsed, idle shares and spinning per policy.
+fn oversubscribed(runs: &Runs, c: usize, case: &Case, others: &[&str]) -> String {
+    let e = &runs.exp;
+    let topo = &case.scenario.topo;
+    let fast = (topo.classes.len() > 1).then(|| topo.classes[topo.fast_class].name.as_str());
+    let mean = |l: &str, f: &dyn Fn(&RunResult) -> f64| Stat::of(&runs.of(c, l).iter().map(f).collect::<Vec<_>>()).mean;
+    let describe = |l: &str| {
+        format!(
+            "{:.1} s, idle {:.1} %{}, spin {:.0} s",
+            mean(l, &|r| secs(r.end_ns)),
+            mean(l, &|r| idle_pct(r, None)),
+            fast.map(|k| format!(" (fast {:.1} %)", mean(l, &|r| idle_pct(r, Some(k))))).unwrap_or_default(),
+            mean(l, &|r| r.tasks.iter().map(|t| secs(t.spin_ns)).sum::<f64>()),
+        )
+    };
+    let mut parts = vec![describe(&e.baseline)];
+    parts.extend(others.iter().map(|l| describe(l)));
+    format!("{} {}", case.name, parts.join(" → "))
 }
