@@ -38,6 +38,14 @@ fn server_dir(text: &str) -> PathBuf {
     d
 }
 
+/// Like `dir_with("capability", …)` in a directory named by `tag` (tests run in parallel).
+fn cap_dir(tag: &str, file: &str, text: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ampsched-reproduce-cap-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(d.join("capability")).expect("temp dir");
+    std::fs::write(d.join("capability").join(file), text).expect("write");
+    d
+}
+
 fn opts(dir: PathBuf, only: &str) -> Options {
     Options { jobs: 0, scenarios: Some(dir), only: vec![only.into()], seeds: Some(1) }
 }
@@ -154,4 +162,74 @@ fn server_throughput_follows_the_arrival_rate_until_the_machine_saturates() {
     // throughput under light load (the offered load, not the machine, bounds it).
     let x = get("server-light:4f-0s", "speedup_x");
     assert!((1.9..=2.5).contains(&x), "{x}");
+}
+
+#[test]
+fn competitive_npb_finishes_every_run_and_cache_differs_from_fifo() {
+    let text = capability::FILES[2].1;
+    let rep = reproduce::run(
+        "capability",
+        &opts(cap_dir("comp", "cap-npb-competitive.toml", text), "cap-npb-competitive"),
+        |_, _| {},
+    )
+    .expect("runs");
+    let get = |case: &str, policy: &str, metric: &str| {
+        rep.rows
+            .iter()
+            .find(|r| r.case == case && r.policy == policy && r.subject == "all" && r.metric == metric)
+            .unwrap_or_else(|| panic!("row {case}/{policy}/{metric}"))
+            .mean
+    };
+    // Every run of every case finishes before max_s (finished = 1 for each case and policy).
+    for case in ["natural", "static", "dynamic"] {
+        for p in ["runqueue", "cap-fifo", "cap-cache"] {
+            assert_eq!(get(case, p, "finished"), 1.0, "{case}/{p}");
+        }
+    }
+    // Natural machine, 4 × 2.2 with m = 0.05: a CPU does 1 / (0.95 / 2.2 + 0.05) = 2.0755 s of speed-1 work per
+    // second. Work: ep 20 s + six phased kernels × 20 s × 4 threads = 500 s → 500 / (4 × 2.0755) = 60.2 s at
+    // best. With the throttled spin (1 µs) waiters block and the runqueue balancer keeps the CPUs busy: within
+    // 10 % of that bound (with 150 ms spins the first version of this case took several hundred seconds).
+    let t = get("natural", "runqueue", "completion_s");
+    assert!((60.2..=66.3).contains(&t), "natural runqueue {t} s");
+    // The seven kernels' working sets differ (1024 .. 110080 KiB): cache selection moves other tasks than FIFO,
+    // so the static runs differ in time or in migrations.
+    let (tf, tc) = (get("static", "cap-fifo", "completion_s"), get("static", "cap-cache", "completion_s"));
+    let (mf, mc) = (get("static", "cap-fifo", "migrations"), get("static", "cap-cache", "migrations"));
+    assert!(tf != tc || mf != mc, "fifo {tf} s / {mf} migrations = cache {tc} s / {mc}");
+}
+
+#[test]
+fn static_npb_barrier_kernels_gain_nothing_from_rotation_while_ep_gains() {
+    let text = reduced(capability::FILES[1].1, &["static/ep", "static/cg"]);
+    let dir = cap_dir("npb", "cap-npb.toml", &text);
+    // `--only cap-npb` also selects cap-npb-competitive: give it one (cheap) case.
+    let comp = reduced(capability::FILES[2].1, &["natural"]);
+    std::fs::write(dir.join("capability").join("cap-npb-competitive.toml"), comp).expect("write");
+    let rep = reproduce::run("capability", &opts(dir, "cap-npb"), |_, _| {}).expect("runs");
+    let get = |case: &str, policy: &str, metric: &str| {
+        rep.rows
+            .iter()
+            .find(|r| r.case == case && r.policy == policy && r.subject == "all" && r.metric == metric)
+            .unwrap_or_else(|| panic!("row {case}/{policy}/{metric}"))
+            .mean
+    };
+    // One thread per CPU on 1 × 2.2 + 3 × 1.1: under the runqueue balancer no thread moves, so three threads
+    // never see the fast CPU (slowest thread's fast share 0 %); capability rotates the fast CPU among them.
+    for k in ["static/ep", "static/cg"] {
+        assert!(get(k, "runqueue", "min_fast_share_pct") < 1.0, "{k}");
+        assert!(get(k, "cap-fifo", "min_fast_share_pct") > 5.0, "{k}");
+    }
+    // cg: 125 barriers per 6.9 ms iteration; at each one 3 of the 4 threads are on slow CPUs, so rotation
+    // cannot shorten a phase: |gain| < 1 %. ep: one region; rates r = 1 / (0.95 / s + 0.05): 2.0755 fast,
+    // 1.0945 slow; with fast share f the slowest thread runs at 1.0945 + f × 0.981, so any f > 0.05 gives
+    // ≥ 1 − 1.0945 / 1.1436 = 4.3 % (3 % asserted, rotation starts after the launch interval).
+    assert!(get("static/cg", "cap-fifo", "speedup_pct").abs() < 1.0);
+    assert!(get("static/ep", "cap-fifo", "speedup_pct") > 3.0);
+    let para: String = rep.sections[0]
+        .blocks
+        .iter()
+        .filter_map(|b| if let ampsched_sim::report::Block::Para(s) = b { Some(s.as_str()) } else { None })
+        .collect();
+    assert!(para.contains("cg") && para.contains("barrier-bound") && para.contains("single region"), "{para}");
 }
