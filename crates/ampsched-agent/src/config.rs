@@ -89,6 +89,8 @@ pub struct ConfigFile {
     pub metrics: Option<String>,
     /// Decision log (JSON lines), "-" = stdout.
     pub log: Option<PathBuf>,
+    /// Perfetto trace file of the decisions.
+    pub trace: Option<PathBuf>,
     /// How often to look for new processes and VMs, ms.
     pub rescan_ms: Option<f64>,
     /// Targets.
@@ -147,6 +149,8 @@ pub struct AgentConfig {
     pub metrics: Option<String>,
     /// Decision log path.
     pub log: Option<PathBuf>,
+    /// Perfetto trace path.
+    pub trace: Option<PathBuf>,
     /// Rescan interval, ms.
     pub rescan_ms: Option<f64>,
     /// Targets.
@@ -240,6 +244,7 @@ pub fn parse(text: &str, file: &str) -> Result<AgentConfig, AgentError> {
         state: raw.state,
         metrics: raw.metrics,
         log: raw.log,
+        trace: raw.trace,
         rescan_ms: raw.rescan_ms,
         ..Default::default()
     };

@@ -42,6 +42,7 @@ use crate::qmp::query_vcpus;
 use crate::sampler::{CpuFigures, CpuSampler};
 use crate::signals;
 use crate::state::{self, StateEntry, StateFile, STATE_SCHEMA};
+use crate::trace::{boottime_ns, AgentTrace, PeriodSample};
 use crate::AgentError;
 use ampsched_model::spec::{ParamValue, PolicySpec};
 use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, TaskId};
@@ -85,6 +86,8 @@ pub struct AgentOptions {
     pub proc_root: PathBuf,
     /// Stop when the first launched command exits (the `run` command).
     pub stop_with_first_command: bool,
+    /// Perfetto trace file of the decisions (`--trace`).
+    pub trace: Option<PathBuf>,
 }
 
 /// Loop figures gathered for `--stats` and benchmarks.
@@ -243,6 +246,9 @@ pub struct Agent {
     sample_pool: Vec<TaskSample>,
     changes_buf: Vec<AffinityChange>,
     fd_limit: Option<libc::rlimit>,
+    /// The `--trace` recorder and, per domain, its fast-class run time at the last period.
+    trace: Option<AgentTrace>,
+    trace_fast_ns: Vec<u64>,
 }
 
 /// A thread whose run + run-queue wait in a period is below `period / STAT_BURST_DIV`
@@ -320,6 +326,7 @@ impl Agent {
             targets,
             proc_root,
             stop_with_first_command,
+            trace,
         } = opts;
         if !(1.0..=60_000.0).contains(&period_ms) {
             return Err(AgentError::new(format!("period: must be in [1, 60000] ms, got {period_ms}")));
@@ -396,6 +403,10 @@ impl Agent {
             (None, false) => None,
         };
         let cpu = CpuSampler::new(&proc_root, &discovered.linux_ids)?;
+        let trace = match &trace {
+            Some(p) => Some(AgentTrace::create(p, discovered.topo.ncpus())?),
+            None => None,
+        };
         let act: Box<dyn Actuator> = if dry_run { Box::new(DryRun::default()) } else { Box::new(LinuxActuator) };
         let period = pl.period();
         Ok(Agent {
@@ -433,6 +444,8 @@ impl Agent {
             sample_pool: Vec::new(),
             changes_buf: Vec::new(),
             fd_limit: None,
+            trace,
+            trace_fast_ns: Vec::new(),
         })
     }
 
@@ -490,6 +503,9 @@ impl Agent {
             threads: 0,
         });
         self.log(ev);
+        if let Some(tr) = self.trace.as_mut() {
+            tr.add_process(boottime_ns(), root, &self.domains[id.idx()].name);
+        }
         self.domains.len() - 1
     }
 
@@ -749,6 +765,19 @@ impl Agent {
         self.by_tid.insert(tid, task);
         *self.pid_threads.entry(pid).or_insert(0) += 1;
         self.log(ev);
+        if let Some(tr) = self.trace.as_mut() {
+            let dom = &self.domains[di];
+            let ts = boottime_ns();
+            if pid != dom.root {
+                // A child process of the target: its own process in the trace.
+                tr.add_process(ts, pid, &format!("{}[{pid}]", dom.name));
+            }
+            let name = match dom.kind {
+                DomKind::Vm { .. } => format!("{}/v{vcpu}", dom.name),
+                DomKind::Proc { .. } => st.comm.clone(),
+            };
+            tr.add_thread(ts, pid, tid, &name);
+        }
     }
 
     fn remove_thread(&mut self, task: TaskId, why: &str) {
@@ -762,6 +791,9 @@ impl Agent {
             }
             let ev = json!({"event": "thread-gone", "tid": t.tid, "task": task.0, "reason": why});
             self.log(ev);
+            if let Some(tr) = self.trace.as_mut() {
+                tr.remove_thread(boottime_ns(), t.tid);
+            }
         }
     }
 
@@ -900,6 +932,10 @@ impl Agent {
         }
         let burst = self.period.0 / STAT_BURST_DIV;
         let period_no = self.stats.periods;
+        // For the trace: per CPU the thread that ran there longest, and who is runnable.
+        let tracing = self.trace.is_some();
+        let mut longest: Vec<Option<(u64, i32)>> = if tracing { vec![None; topo.ncpus()] } else { Vec::new() };
+        let mut runnable_tids: Vec<i32> = Vec::new();
         for (id, t) in self.threads.iter_mut() {
             self.stats.thread_samples += 1;
             let Some(ss) = t.sched.read().ok().and_then(parse_schedstat) else {
@@ -952,6 +988,12 @@ impl Agent {
                 if runnable {
                     nr_running[c.idx()] += 1;
                 }
+                if tracing && delta > 0 && longest[c.idx()].is_none_or(|(d, _)| delta > d) {
+                    longest[c.idx()] = Some((delta, t.tid));
+                }
+            }
+            if tracing && runnable {
+                runnable_tids.push(t.tid);
             }
             let active = delta > 0 || runnable;
             let dom = &mut self.domains[t.dom];
@@ -1014,7 +1056,44 @@ impl Agent {
         let r = self.apply(&changes);
         self.changes_buf = changes;
         self.stats.periods += 1;
-        r
+        r?;
+        if tracing {
+            runnable_tids.sort_unstable();
+            let on_cpu: Vec<Option<i32>> = longest.iter().map(|x| x.map(|(_, tid)| tid)).collect();
+            self.trace_period(&on_cpu, &runnable_tids)?;
+        }
+        Ok(())
+    }
+
+    /// Record the period just ended in the `--trace` file.
+    fn trace_period(&mut self, on_cpu: &[Option<i32>], runnable_tids: &[i32]) -> Result<(), AgentError> {
+        let Some(tr) = self.trace.as_mut() else { return Ok(()) };
+        let capacity: Vec<f64> =
+            self.d.cpus.iter().zip(&self.last_cpu).map(|(c, f)| c.capacity * f.capacity_share()).collect();
+        let n_fast = (0..self.d.topo.ncpus()).filter(|i| self.d.topo.is_fast(CpuId(*i as u32))).count().max(1);
+        let span = (self.period.0 * n_fast as u64).max(1) as f64;
+        self.trace_fast_ns.resize(self.domains.len(), 0);
+        let targets: Vec<(i32, f64, u32)> = self
+            .domains
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.alive)
+            .map(|(i, d)| (d.root, (d.fast_ns - self.trace_fast_ns[i]) as f64 / span, d.active as u32))
+            .collect();
+        for (i, d) in self.domains.iter().enumerate() {
+            self.trace_fast_ns[i] = d.fast_ns;
+        }
+        let runnable = |tid: i32| runnable_tids.binary_search(&tid).is_ok();
+        tr.period(
+            boottime_ns(),
+            &PeriodSample {
+                on_cpu,
+                runnable: &runnable,
+                capacity: &capacity,
+                targets: &targets,
+                changes_total: self.stats.changes,
+            },
+        )
     }
 
     fn apply(&mut self, changes: &[AffinityChange]) -> Result<(), AgentError> {
@@ -1068,6 +1147,11 @@ impl Agent {
                         t.cur = mask;
                         // Restored on exit (a denied change changed nothing and is not).
                         t.touched |= !self.dry;
+                    }
+                    if let Some(tr) = self.trace.as_mut() {
+                        let topo = &self.d.topo;
+                        let fast = mask.iter().filter(|c| topo.is_fast(*c)).count() as f64 / mask.len().max(1) as f64;
+                        tr.affinity(boottime_ns(), tid, fast);
                     }
                     if self.dry {
                         "dry-run"
@@ -1285,6 +1369,12 @@ impl Agent {
         self.stats.elapsed = signals::monotonic().saturating_sub(self.start);
         self.stats.process_cpu = signals::process_cpu().saturating_sub(cpu0);
         let failures = self.restore_all();
+        if let Some(tr) = self.trace.as_mut() {
+            let flushed = tr.flush();
+            if result.is_ok() {
+                result = flushed;
+            }
+        }
         let signal = signals::pending();
         if let Some(sig) = signal {
             self.stop_children(sig);
@@ -1299,6 +1389,9 @@ impl Drop for Agent {
     fn drop(&mut self) {
         // Covers early returns and panics unwinding through the loop.
         self.restore_all();
+        if let Some(tr) = self.trace.as_mut() {
+            let _ = tr.flush();
+        }
     }
 }
 
@@ -1400,6 +1493,7 @@ mod tests {
             targets: vec![target],
             proc_root: PathBuf::from("/proc"),
             stop_with_first_command: false,
+            trace: None,
         })
         .unwrap();
         let calls = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));

@@ -725,3 +725,73 @@ fn exiting_and_new_vms_are_picked_up_through_qmp_and_thread_names() {
     let o = agent.wait_with_output_guarded();
     assert!(o.status.success(), "{}", out_text(&o));
 }
+
+#[test]
+fn the_agent_records_its_decisions_as_a_perfetto_trace() {
+    let _s = serial();
+    require_machine();
+    let d = tempfile::tempdir().unwrap();
+    let (trace, out, state) =
+        (d.path().join("agent.perfetto-trace"), d.path().join("spin.json"), d.path().join("s.json"));
+    let boot = |_: ()| -> u64 {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes one timespec we own.
+        unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    };
+    let t0 = boot(());
+    // 3 spinning threads, 1 fast CPU: AASH rotates the fast CPU among them every period.
+    let o = Command::new(ampsched())
+        .args(["run", "--placer", "aash", "--fast", "0", "--stats", "--state", state.to_str().unwrap()])
+        .args(["--trace", trace.to_str().unwrap(), "--"])
+        .args([WORKLOAD, "spin", "--threads", "3", "--secs", "1.5", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let t1 = boot(());
+    assert!(o.status.success(), "{}", out_text(&o));
+    let r = ampsched_perfetto::read::read(&std::fs::read(&trace).unwrap()).expect("the trace decodes");
+    // The workload is one process; its managed threads are its threads in the trace.
+    assert_eq!(r.processes.len(), 1, "{:?}", r.processes);
+    let pid = r.processes[0].0;
+    let tids: Vec<u32> = r.threads.iter().filter(|t| t.1 == pid).map(|t| t.0).collect();
+    assert!(tids.len() >= 3, "the 3 spinners (and the main thread) are threads of pid {pid}: {:?}", r.threads);
+    // Scheduling tracks: every switch names a managed thread or idle, in time order per CPU,
+    // inside the run; spinners appear on both CPUs.
+    assert!(!r.switches.is_empty());
+    for s in &r.switches {
+        assert!(s.next_tid == 0 || tids.contains(&s.next_tid), "{s:?}");
+        assert!((t0..=t1).contains(&s.ts), "switch at {} outside the run [{t0}, {t1}]", s.ts);
+    }
+    for cpu in 0..2 {
+        let ts: Vec<u64> = r.switches.iter().filter(|s| s.cpu == cpu).map(|s| s.ts).collect();
+        assert!(ts.windows(2).all(|w| w[0] <= w[1]), "CPU {cpu} switches out of order");
+        assert!(r.switches.iter().any(|s| s.cpu == cpu && s.next_tid != 0), "no managed thread seen on CPU {cpu}");
+    }
+    // Effective capacity per CPU as CPU frequency (1024 = 1 024 000 kHz at most).
+    for cpu in 0..2 {
+        assert!(r.frequencies.iter().any(|f| f.1 == cpu && f.2 > 0 && f.2 <= 1_024_000), "{:?}", r.frequencies);
+    }
+    // Decisions: a "mask fast" track per changed thread, the fast share of the mask's CPUs:
+    // 1 (CPU 0 only), 0 (CPU 1 only) as AASH rotates, 0.5 (both: a thread let go); the change
+    // counter ends at the agent's own count.
+    let masks = r.tracks_named("mask fast");
+    assert!(!masks.is_empty());
+    let values: Vec<f64> = masks.iter().flat_map(|u| r.counters[u].iter().map(|x| x.1)).collect();
+    assert!(values.iter().all(|v| [0.0, 0.5, 1.0].contains(v)), "{values:?}");
+    assert!(values.contains(&1.0) && values.contains(&0.0), "the fast CPU rotated: {values:?}");
+    let stats: Value = out_text(&o)
+        .lines()
+        .find_map(|l| l.split_once("ampsched: stats ").map(|(_, j)| serde_json::from_str(j).unwrap()))
+        .expect("--stats line");
+    let changes = r.tracks_named("agent.affinity_changes");
+    assert_eq!(changes.len(), 1);
+    let last = r.counters[&changes[0]].last().unwrap().1;
+    assert_eq!(last, stats["changes"].as_f64().unwrap(), "{stats}");
+    assert_eq!(values.len() as f64, last, "one mask step per change");
+    // Fast share per target: a fraction of the fast CPU's time per period.
+    let fast = r.tracks_named("fast share");
+    assert_eq!(fast.len(), 1);
+    assert!(r.counters[&fast[0]].iter().all(|x| (0.0..=1.05).contains(&x.1)), "{:?}", r.counters[&fast[0]]);
+    assert!(!state.exists(), "a clean exit removes the state file");
+}

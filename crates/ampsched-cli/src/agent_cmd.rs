@@ -48,6 +48,9 @@ pub struct CommonArgs {
     /// Append the JSON-lines decision log here ("-" = stdout).
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
+    /// Write a Perfetto trace of the decisions here (open in ui.perfetto.dev).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
     /// Declare these Linux CPUs fast (overrides discovery and the config).
     #[arg(long, value_name = "CPUS")]
     fast: Option<String>,
@@ -178,6 +181,7 @@ fn start(
         targets,
         proc_root: PathBuf::from("/proc"),
         stop_with_first_command: stop_with_first,
+        trace: c.trace.clone().or(cfg.trace.clone()),
     };
     let agent = Agent::new(opts).map_err(|e| e.to_string())?;
     if let Some(a) = agent.metrics_addr() {
