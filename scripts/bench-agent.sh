@@ -3,12 +3,15 @@
 # emulated asymmetry (an RT duty-cycle hog halves CPU 1; CPU 0 is declared fast).
 # Prints figures; it is not a test. Needs root (SCHED_FIFO hog) and 2+ CPUs.
 #
-#   scripts/bench-agent.sh [RUNS] [CASES]   (default 5 runs per case, cases "abcd"; medians reported;
+#   scripts/bench-agent.sh [RUNS] [CASES]   (default 5 runs per case, cases "abcde"; medians reported;
 #                                          default and agent runs interleaved; load average printed per case)
 #
 # (a) blocking phased workload (4 threads, 16 phases of fixed work, the others
 #     blocked): completion time, default vs agent (target: agent ≤ default + 5 %);
 # (b) the same with spin-waiting threads;
+# (e) SPMD barrier phases (2 threads, 100 phases of ≈ 20 ms of work each, then a
+#     spinning barrier): a phase lasts as long as its slowest thread, so the
+#     thread Linux leaves on the slow CPU delays both; the agent rotates the fast CPU;
 # (c) two identical CPU-bound processes started together: completion-time
 #     difference between them (fairness);
 # (d) agent CPU time per period (control loop's own thread CPU clock) with 64
@@ -24,7 +27,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${1:-5}"
-CASES="${2:-abcd}"
+CASES="${2:-abcde}"
 TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
 echo "== building (release)"
 cargo build -q --release -p ampsched-cli -p ampsched-agent
@@ -54,14 +57,24 @@ RATE=$(python3 -c "import json; v=json.load(open('$TMP/cal.json')); print(20000/
 UNITS=$(python3 -c "print(int($RATE*0.15))")
 CUNITS=$(python3 -c "print(int($RATE*2.0))")
 echo "work unit: $(python3 -c "print(f'{1e6/$RATE:.2f}')") µs on CPU 0; phase = $UNITS units (≈ 150 ms), (c) = $CUNITS units (≈ 2 s)"
-phased() { # $1 = block|spin, $2 = default|agent, $3 = out
-  local cmd=("$W" phased --threads 4 --phases 16 --phase-units "$UNITS" --wait "$1" --out "$3")
+BUNITS=$(python3 -c "print(int($RATE*0.02))")
+phased() { # $1 = block|spin|barrier-spin, $2 = default|agent, $3 = out
+  local cmd
+  if [ "$1" = barrier-spin ]; then
+    cmd=("$W" barrier --threads 2 --phases 100 --phase-units "$BUNITS" --wait spin --out "$3")
+  else
+    cmd=("$W" phased --threads 4 --phases 16 --phase-units "$UNITS" --wait "$1" --out "$3")
+  fi
   if [ "$2" = agent ]; then agent -- "${cmd[@]}"; else "${cmd[@]}"; fi
 }
 
 load() { echo "    (load average: $(cut -d' ' -f1-3 /proc/loadavg))"; }
-for wait in block spin; do
-  case $wait in block) label="(a) blocking phased"; case_id=a;; spin) label="(b) spin-waiting phased"; case_id=b;; esac
+for wait in block spin barrier-spin; do
+  case $wait in
+    block) label="(a) blocking phased"; case_id=a;;
+    spin) label="(b) spin-waiting phased"; case_id=b;;
+    barrier-spin) label="(e) SPMD spinning barrier"; case_id=e;;
+  esac
   [[ "$CASES" == *$case_id* ]] || continue
   load
   # default and agent runs interleaved, so drifting machine load hits both alike.
@@ -77,11 +90,11 @@ for wait in block spin; do
   for mode in default agent; do
     if [ "$mode" = default ]; then ts=("${ts_default[@]}"); fast=("${fast_default[@]}"); else ts=("${ts_agent[@]}"); fast=("${fast_agent[@]}"); fi
     m=$(median "${ts[@]}"); f=$(median "${fast[@]}")
-    eval "res_${wait}_${mode}=$m"
-    printf "%-26s %-8s completion median %7.3f s  (runs: %s)  working thread on fast CPU: %4.1f %%\n" \
+    eval "res_${wait//-/_}_${mode}=$m"
+    printf "%-26s %-8s completion median %7.3f s  (runs: %s)  work done on the fast CPU: %4.1f %%\n" \
       "$label" "$mode" "$m" "${ts[*]}" "$(python3 -c "print(100*$f)")"
   done
-  d=$(eval echo "\$res_${wait}_default"); g=$(eval echo "\$res_${wait}_agent")
+  d=$(eval echo "\$res_${wait//-/_}_default"); g=$(eval echo "\$res_${wait//-/_}_agent")
   printf "%-26s agent / default = %.3f (%+.1f %%)\n" "$label" "$(python3 -c "print($g/$d)")" "$(python3 -c "print(100*($g/$d-1))")"
 done
 

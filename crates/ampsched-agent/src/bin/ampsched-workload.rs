@@ -9,6 +9,10 @@
 //!   sequential phases; phase k runs on thread k mod T while the others wait
 //!   (blocked on a condition variable, or spinning on an atomic). Samples are
 //!   taken by the working thread only.
+//! - `barrier [--threads T] --phases P --phase-units N [--wait block|spin]`:
+//!   SPMD phases: every thread works N units, then all meet at a barrier
+//!   (blocking, or spinning on an atomic). A phase lasts as long as its slowest
+//!   thread, so a thread left on a slow CPU delays them all.
 //! - `sleepy --threads T --secs S [--burst-us B] [--sleep-ms M]`: many threads
 //!   that wake, spin briefly and sleep (agent overhead benchmark).
 //!
@@ -245,6 +249,67 @@ fn phased(a: &Args) -> Result<serde_json::Value, String> {
     Ok(report("phased", threads, t0.elapsed(), on, n, extra))
 }
 
+fn barrier(a: &Args) -> Result<serde_json::Value, String> {
+    let threads: usize = a.get("--threads")?.unwrap_or(2);
+    let phases: u64 = a.get("--phases")?.ok_or("barrier: --phases is required")?;
+    let units: u64 = a.get("--phase-units")?.ok_or("barrier: --phase-units is required")?;
+    let spin_wait = match a.str("--wait").as_deref() {
+        None | Some("block") => false,
+        Some("spin") => true,
+        Some(o) => return Err(format!("--wait: block or spin, got {o}")),
+    };
+    if threads == 0 {
+        return Err("barrier: --threads must be ≥ 1".into());
+    }
+    // Spinning barrier: arrivals counted; the last arrival of phase k opens phase k + 1.
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let phase = Arc::new(AtomicU64::new(0));
+    let blocking = Arc::new(std::sync::Barrier::new(threads));
+    let on_all = Arc::new(Mutex::new((Vec::<u64>::new(), Vec::<u64>::new())));
+    let waited = Arc::new(AtomicU64::new(0));
+    let t0 = Instant::now();
+    let hs: Vec<_> = (0..threads)
+        .map(|_| {
+            let (arrived, phase, blocking, on_all, waited) =
+                (arrived.clone(), phase.clone(), blocking.clone(), on_all.clone(), waited.clone());
+            std::thread::spawn(move || {
+                let mut s = Sampler::new();
+                for k in 0..phases {
+                    s.reset();
+                    for _ in 0..units {
+                        work(1);
+                        s.tick();
+                    }
+                    let w0 = Instant::now();
+                    if spin_wait {
+                        if arrived.fetch_add(1, Ordering::AcqRel) + 1 == threads {
+                            arrived.store(0, Ordering::Relaxed);
+                            phase.store(k + 1, Ordering::Release);
+                        } else {
+                            while phase.load(Ordering::Acquire) <= k {
+                                std::hint::spin_loop();
+                            }
+                        }
+                    } else {
+                        blocking.wait();
+                    }
+                    waited.fetch_add(w0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                }
+                let mut g = on_all.lock().unwrap();
+                merge(&mut g.0, &s.on_cpu_ns);
+                merge(&mut g.1, &s.samples);
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().map_err(|_| "a worker panicked".to_string())?;
+    }
+    let (on, n) = on_all.lock().unwrap().clone();
+    let extra = serde_json::json!({"phases": phases, "wait": if spin_wait {"spin"} else {"block"},
+                                   "barrier_wait_s": waited.load(Ordering::Relaxed) as f64 / 1e9});
+    Ok(report("barrier", threads, t0.elapsed(), on, n, extra))
+}
+
 fn sleepy(a: &Args) -> Result<serde_json::Value, String> {
     let threads: usize = a.get("--threads")?.unwrap_or(64);
     let secs: f64 = a.get("--secs")?.ok_or("sleepy: --secs is required")?;
@@ -274,14 +339,15 @@ fn sleepy(a: &Args) -> Result<serde_json::Value, String> {
 fn run() -> Result<(), String> {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let Some(mode) = argv.first().cloned() else {
-        return Err("usage: ampsched-workload spin|phased|sleepy [options] (see the source's header)".into());
+        return Err("usage: ampsched-workload spin|phased|barrier|sleepy [options] (see the source's header)".into());
     };
     let a = Args(argv[1..].to_vec());
     let v = match mode.as_str() {
         "spin" => spin(&a)?,
         "phased" => phased(&a)?,
+        "barrier" => barrier(&a)?,
         "sleepy" => sleepy(&a)?,
-        o => return Err(format!("unknown mode `{o}`; known: spin, phased, sleepy")),
+        o => return Err(format!("unknown mode `{o}`; known: spin, phased, barrier, sleepy")),
     };
     match a.str("--out") {
         Some(p) => std::fs::write(&p, format!("{v}\n")).map_err(|e| format!("{p}: {e}"))?,
