@@ -18,12 +18,12 @@
 #     and 256 managed threads (targets: ≤ 200 µs per period and ≤ 1 % of one
 #     CPU at 30 ms with 64 threads).
 #
-# Figures (docs/agent.md, this 2-vCPU machine shared with other builds; load average in brackets):
-#   (a) default 3.19 s, agent 3.15 s: -1.5 % (7 runs, interleaved; load 3.3-3.6)
-#   (b) default 11.62 s, agent 8.46 s: -27 % (load 3.7-5.1)
-#   (c) |t1 - t2| default 0.074 s, agent 0.091 s (agent before time credits: 0.28-0.47 s; load 4.6-4.8)
-#   (d) 64 threads 251 us/period, 1.02 % of one CPU; 256 threads 717 us, 2.72 %
-#       (before: 515 us / 1657 us, 2.0 % / 4.4 %; load 4.7)
+# Figures (docs/agent.md; quiet 2-vCPU machine, load 1.4-3.5; medians of 5 interleaved runs):
+#   (a) default 2.367 s, agent 2.382 s: +0.6 %
+#   (b) default 5.881 s, agent 6.205 s: +5.5 % (a fair policy cannot tell the worker from spinners)
+#   (e) default 4.062 s, agent 3.044 s: -25.1 %
+#   (c) |t1 - t2| default 0.899 s, agent 0.014 s
+#   (d) 64 threads 155 us/period, 0.70 % of one CPU; 256 threads 357 us, 1.61 %
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${1:-5}"

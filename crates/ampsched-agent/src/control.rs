@@ -39,6 +39,7 @@ use crate::procfs::{
     children, cmdline, list_pids, list_tids, parse_schedstat, parse_stat, parse_vcpu_thread_name, ProcFile, TaskDir,
 };
 use crate::qmp::query_vcpus;
+use crate::runclock::RunClock;
 use crate::sampler::{CpuFigures, CpuSampler};
 use crate::signals;
 use crate::state::{self, StateEntry, StateFile, STATE_SCHEMA};
@@ -103,8 +104,10 @@ pub struct LoopStats {
     pub managed_max: usize,
     /// Affinity changes applied (or printed, in a dry run).
     pub changes: u64,
-    /// Thread `stat` files read (the costly ones; `schedstat` is read for every thread every period).
+    /// Thread `stat` files read (the costly ones; the run time is read for every thread every period).
     pub stat_reads: u64,
+    /// Thread run times read from `schedstat` (the rest from task-clock counters, see `runclock`).
+    pub schedstat_reads: u64,
     /// Thread-periods sampled (managed threads summed over periods).
     pub thread_samples: u64,
     /// Failed changes (vanished or denied).
@@ -141,6 +144,7 @@ impl LoopStats {
             "managed_threads_max": self.managed_max,
             "changes": self.changes,
             "stat_reads_per_period": if self.periods == 0 { 0.0 } else { self.stat_reads as f64 / self.periods as f64 },
+            "schedstat_reads_per_period": if self.periods == 0 { 0.0 } else { self.schedstat_reads as f64 / self.periods as f64 },
             "threads_per_period": if self.periods == 0 { 0.0 } else { self.thread_samples as f64 / self.periods as f64 },
             "errors": self.errors,
             "loop_cpu_us_median": median(&self.loop_cpu_ns) / 1e3,
@@ -199,7 +203,10 @@ struct Thread {
     vcpu: u32,
     stat: ProcFile,
     sched: ProcFile,
+    /// Run-time counter (`None`: read `schedstat` instead).
+    clock: Option<RunClock>,
     children: Option<ProcFile>,
+    /// Last (run, wait, slices) seen; from a `clock`, (run since opened, 0, 0).
     last_sched: (u64, u64, u64),
     state: char,
     processor: u32,
@@ -249,6 +256,10 @@ pub struct Agent {
     /// The `--trace` recorder and, per domain, its fast-class run time at the last period.
     trace: Option<AgentTrace>,
     trace_fast_ns: Vec<u64>,
+    /// Whether task-clock counters can be opened here (`None`: not tried yet).
+    perf_ok: Option<bool>,
+    /// When thread lists were last reconciled with `/proc` in full.
+    last_reconcile: Option<Duration>,
 }
 
 /// A thread whose run + run-queue wait in a period is below `period / STAT_BURST_DIV`
@@ -446,6 +457,8 @@ impl Agent {
             fd_limit: None,
             trace,
             trace_fast_ns: Vec::new(),
+            perf_ok: None,
+            last_reconcile: None,
         })
     }
 
@@ -715,6 +728,28 @@ impl Agent {
         }
     }
 
+    /// A run-time counter for `tid`, or `None` to read its `schedstat`: when perf
+    /// events are refused here (decided on the first try, logged once) or this
+    /// thread's counter cannot be opened (gone, out of file descriptors).
+    fn open_clock(&mut self, tid: i32) -> Option<RunClock> {
+        if self.perf_ok == Some(false) {
+            return None;
+        }
+        match RunClock::open(tid) {
+            Ok(c) => {
+                self.perf_ok = Some(true);
+                Some(c)
+            }
+            Err(e) if self.perf_ok.is_none() && e.raw_os_error() != Some(libc::ESRCH) => {
+                self.perf_ok = Some(false);
+                let ev = json!({"event": "run-clock", "source": "schedstat", "reason": e.to_string()});
+                self.log(ev);
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
     fn add_thread(&mut self, di: usize, pid: i32, tid: i32, vcpu: Option<u32>) {
         let dir = self.proc_root.join(pid.to_string()).join("task").join(tid.to_string());
         let (Ok(mut stat), Ok(mut sched)) = (ProcFile::open(&dir.join("stat")), ProcFile::open(&dir.join("schedstat")))
@@ -724,8 +759,10 @@ impl Agent {
         let Some(st) = stat.read().ok().and_then(parse_stat).filter(|s| s.state != 'Z' && s.state != 'X') else {
             return;
         };
-        let last_sched = sched.read().ok().and_then(parse_schedstat).unwrap_or_default();
         let Ok(cur_lin) = self.act.get(tid) else { return };
+        let clock = self.open_clock(tid);
+        let last_sched =
+            if clock.is_some() { (0, 0, 0) } else { sched.read().ok().and_then(parse_schedstat).unwrap_or_default() };
         let dom = &mut self.domains[di];
         let original = if dom.applied.contains(&cur_lin) && cur_lin != dom.base_mask && !dom.base_mask.is_empty() {
             dom.base_mask
@@ -751,6 +788,7 @@ impl Agent {
                 vcpu,
                 stat,
                 sched,
+                clock,
                 children: None,
                 last_sched,
                 state: '?',
@@ -799,6 +837,14 @@ impl Agent {
 
     /// List every domain's threads; add new ones, drop vanished ones; notice ended domains.
     fn refresh_threads(&mut self) {
+        // Threads read through a counter are not noticed exiting by a failed read: list every
+        // process's threads in full once per rescan interval (and whenever a count changes).
+        let now = signals::monotonic();
+        let reconcile = self.last_reconcile.is_none_or(|t| now.saturating_sub(t) >= self.rescan);
+        if reconcile {
+            self.last_reconcile = Some(now);
+        }
+        let mut vanished: Vec<TaskId> = Vec::new();
         for di in 0..self.domains.len() {
             if !self.domains[di].alive {
                 continue;
@@ -843,8 +889,15 @@ impl Agent {
                             continue;
                         }
                         alive_procs += 1;
-                        if self.pid_threads.get(&p).copied().unwrap_or(0) as u64 != n {
-                            want.extend(list_tids(&self.proc_root, p).into_iter().map(|t| (p, t, None)));
+                        if reconcile || self.pid_threads.get(&p).copied().unwrap_or(0) as u64 != n {
+                            let tids = list_tids(&self.proc_root, p);
+                            vanished.extend(
+                                self.threads
+                                    .iter()
+                                    .filter(|(_, t)| t.pid == p && t.dom == di && !tids.contains(&t.tid))
+                                    .map(|(id, _)| *id),
+                            );
+                            want.extend(tids.into_iter().map(|t| (p, t, None)));
                         }
                     }
                 }
@@ -860,6 +913,7 @@ impl Agent {
                 || self.domains[di].exit.is_some() || !self.proc_root.join(self.domains[di].root.to_string()).exists();
             if want.is_empty() && alive_procs == 0 && root_gone() {
                 self.domains[di].alive = false;
+                vanished.extend(self.threads.iter().filter(|(_, t)| t.dom == di).map(|(id, _)| *id));
                 let ev =
                     json!({"event": "domain-gone", "domain": self.domains[di].id.0, "name": self.domains[di].name});
                 self.log(ev);
@@ -873,6 +927,9 @@ impl Agent {
                     self.add_thread(di, p, t, v);
                 }
             }
+        }
+        for id in vanished {
+            self.remove_thread(id, "exited");
         }
     }
 
@@ -938,9 +995,24 @@ impl Agent {
         let mut runnable_tids: Vec<i32> = Vec::new();
         for (id, t) in self.threads.iter_mut() {
             self.stats.thread_samples += 1;
-            let Some(ss) = t.sched.read().ok().and_then(parse_schedstat) else {
-                gone.push(*id);
-                continue;
+            let ss = match &t.clock {
+                // The counter stays readable after the thread exits: exits are found by
+                // `refresh_threads` (thread counts, a full relist every rescan) and `stat`.
+                Some(c) => match c.read() {
+                    Ok(run) => (run, 0, 0),
+                    Err(_) => {
+                        gone.push(*id);
+                        continue;
+                    }
+                },
+                None => {
+                    self.stats.schedstat_reads += 1;
+                    let Some(ss) = t.sched.read().ok().and_then(parse_schedstat) else {
+                        gone.push(*id);
+                        continue;
+                    };
+                    ss
+                }
             };
             let delta = ss.0.saturating_sub(t.last_sched.0);
             let waited = ss.1.saturating_sub(t.last_sched.1);

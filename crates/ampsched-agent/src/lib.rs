@@ -11,6 +11,7 @@
 //! - [`discovery`]: CPUs, capacities and classes (sysfs, config, probe);
 //! - [`sampler`]: per-CPU busy/idle/noise each period;
 //! - [`qmp`]: QEMU vCPU threads through the monitor socket;
+//! - [`runclock`]: per-thread run time from task-clock counters;
 //! - [`actuate`]: reading and setting affinities (real or dry run);
 //! - [`state`]: the state file and `restore`;
 //! - [`metrics`]: the loopback Prometheus endpoint;
@@ -26,6 +27,7 @@ pub mod metrics;
 pub mod procfs;
 pub mod qmp;
 pub mod report;
+pub mod runclock;
 pub mod sampler;
 pub mod signals;
 pub mod state;

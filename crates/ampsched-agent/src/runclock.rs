@@ -1,0 +1,158 @@
+//! A thread's run time through a per-thread software perf counter
+//! (`PERF_COUNT_SW_TASK_CLOCK`): what `/proc/<pid>/task/<tid>/schedstat`'s
+//! first field says, at a third of the cost.
+//!
+//! Why: the control loop reads every managed thread's run time every period,
+//! and on a `/proc` file each read goes through `seq_file` (an allocation, a
+//! `sprintf`, a task lookup): about 1.3 µs per thread here against 0.4 µs for
+//! an 8-byte `read` of a counter (measured on this machine, 65 threads, warm).
+//! With 64 threads at 30 ms that is the difference between meeting the
+//! agent's ≤ 200 µs per period budget and not.
+//!
+//! Software events need no hardware counters (none here), only the right to
+//! observe the thread: root or `CAP_PERFMON`, or `perf_event_paranoid` ≤ 1 and
+//! the same user. Where `perf_event_open` is refused (a container, an
+//! unprivileged agent) the agent keeps reading `schedstat`: see
+//! [`RunClock::open`]. The counter starts at 0 when opened and counts the
+//! thread's on-CPU time (user and kernel) in ns; it stays readable after the
+//! thread exits, so exits are noticed through `/proc`, not here.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// `perf_event_attr` as of `PERF_ATTR_SIZE_VER0` (64 bytes; the kernel accepts
+/// older sizes and zero-fills the rest).
+#[repr(C)]
+struct PerfEventAttr {
+    kind: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_events: u32,
+    bp_type: u32,
+    config1: u64,
+}
+
+const PERF_TYPE_SOFTWARE: u32 = 1;
+const PERF_COUNT_SW_TASK_CLOCK: u64 = 1;
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+
+/// An open task-clock counter of one thread.
+pub struct RunClock {
+    fd: OwnedFd,
+}
+
+impl RunClock {
+    /// Open a counter of thread `tid`'s run time. Fails with the OS error
+    /// (`EACCES`/`EPERM`: not allowed to observe it; `ENOSYS`/`ENOENT`: no perf
+    /// events here; `ESRCH`: the thread is gone).
+    pub fn open(tid: i32) -> io::Result<RunClock> {
+        let attr = PerfEventAttr {
+            kind: PERF_TYPE_SOFTWARE,
+            size: std::mem::size_of::<PerfEventAttr>() as u32,
+            config: PERF_COUNT_SW_TASK_CLOCK,
+            sample_period: 0,
+            sample_type: 0,
+            read_format: 0,
+            // Enabled at once; not inherited by the thread's children; user and kernel time.
+            flags: 0,
+            wakeup_events: 0,
+            bp_type: 0,
+            config1: 0,
+        };
+        // SAFETY: perf_event_open reads `attr` (a valid, fully initialised
+        // struct of the size it says) and returns a new fd or -1.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                &attr as *const PerfEventAttr,
+                tid as libc::pid_t,
+                -1 as libc::c_int,
+                -1 as libc::c_int,
+                PERF_FLAG_FD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the syscall returned a new file descriptor that we now own.
+        Ok(RunClock { fd: unsafe { OwnedFd::from_raw_fd(fd as i32) } })
+    }
+
+    /// Run time since the counter was opened, ns.
+    pub fn read(&self) -> io::Result<u64> {
+        let mut v = 0u64;
+        // SAFETY: reads at most 8 bytes into `v`.
+        let n = unsafe { libc::read(self.fd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+        match n {
+            8 => Ok(v),
+            n if n < 0 => Err(io::Error::last_os_error()),
+            n => Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("task clock: read {n} of 8 bytes"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Thread id of the caller.
+    fn gettid() -> i32 {
+        // SAFETY: no preconditions.
+        unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+    }
+
+    #[test]
+    fn counts_the_run_time_of_another_thread_like_schedstat() {
+        // A thread that spins ~50 ms of CPU and then waits to be told to exit.
+        let (tx, rx) = std::sync::mpsc::channel::<i32>();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::spawn(move || {
+            tx.send(gettid()).unwrap();
+            let t0 = std::time::Instant::now();
+            let mut x = 0u64;
+            while t0.elapsed() < std::time::Duration::from_millis(50) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            done_rx.recv().unwrap();
+        });
+        let tid = rx.recv().unwrap();
+        let clock = match RunClock::open(tid) {
+            Ok(c) => c,
+            // Not allowed here (unprivileged, container): the agent falls back to
+            // schedstat; nothing to test.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM | libc::ENOSYS | libc::ENOENT)) => {
+                eprintln!("perf events unavailable ({e}): skipped");
+                done_tx.send(()).unwrap();
+                h.join().unwrap();
+                return;
+            }
+            Err(e) => panic!("perf_event_open: {e}"),
+        };
+        let sched = |tid: i32| -> u64 {
+            let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).unwrap();
+            s.split_whitespace().next().unwrap().parse().unwrap()
+        };
+        let (c0, s0) = (clock.read().unwrap(), sched(tid));
+        std::thread::sleep(std::time::Duration::from_millis(80));
+        let (c1, s1) = (clock.read().unwrap(), sched(tid));
+        done_tx.send(()).unwrap();
+        h.join().unwrap();
+        // Both measure the same on-CPU time over the window: equal within 2 ms
+        // (the two reads are not simultaneous), and the thread ran at least a few ms.
+        let (dc, ds) = (c1 - c0, s1 - s0);
+        assert!(ds > 5_000_000 || dc > 5_000_000, "the spinner ran: schedstat {ds} ns, clock {dc} ns");
+        assert!(dc.abs_diff(ds) < 2_000_000, "task clock {dc} ns vs schedstat {ds} ns");
+        // Still readable after the thread exited (exits are found through /proc).
+        assert!(clock.read().is_ok());
+    }
+
+    #[test]
+    fn a_missing_thread_is_an_error() {
+        // PIDs above pid_max do not exist.
+        assert!(RunClock::open(i32::MAX - 1).is_err());
+    }
+}
