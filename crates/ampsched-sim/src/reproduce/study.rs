@@ -104,14 +104,6 @@ fn configs(runs: &Runs, rows: &mut Vec<Row>) -> Section {
     let e = &runs.exp;
     let mut s = super::section(runs);
     let labels = runs.labels();
-    s.para(format!(
-        "Setup: {}. Policies: {}; baseline {}. Seeds: {} per case and policy ({}).",
-        e.description,
-        labels.join(", "),
-        e.baseline,
-        e.seeds.len(),
-        e.seeds.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
-    ));
     let mut workloads: Vec<String> = Vec::new();
     for c in &e.cases {
         let w = c.name.split_once(':').map(|x| x.0).unwrap_or(&c.name).to_string();
