@@ -8,6 +8,15 @@ use ampsched_sim::reproduce::{self, capability, study, Options};
 use ampsched_sim::Library;
 use std::path::PathBuf;
 
+/// The mean of the machine-wide ("all") row `case/policy/metric` of a report.
+fn all_row(rep: &ampsched_sim::report::Report, case: &str, policy: &str, metric: &str) -> f64 {
+    rep.rows
+        .iter()
+        .find(|r| r.case == case && r.policy == policy && r.subject == "all" && r.metric == metric)
+        .unwrap_or_else(|| panic!("row {case}/{policy}/{metric}"))
+        .mean
+}
+
 /// A study file with its `[[experiment.case]]` list replaced by `cases`.
 fn reduced(text: &str, cases: &[&str]) -> String {
     let head = text.split("\n[[experiment.case]]").next().expect("text");
@@ -173,13 +182,7 @@ fn competitive_npb_finishes_every_run_and_cache_differs_from_fifo() {
         |_, _| {},
     )
     .expect("runs");
-    let get = |case: &str, policy: &str, metric: &str| {
-        rep.rows
-            .iter()
-            .find(|r| r.case == case && r.policy == policy && r.subject == "all" && r.metric == metric)
-            .unwrap_or_else(|| panic!("row {case}/{policy}/{metric}"))
-            .mean
-    };
+    let get = |case: &str, policy: &str, metric: &str| all_row(&rep, case, policy, metric);
     // Every run of every case finishes before max_s (finished = 1 for each case and policy).
     for case in ["natural", "static", "dynamic"] {
         for p in ["runqueue", "cap-fifo", "cap-cache"] {
@@ -207,13 +210,7 @@ fn static_npb_barrier_kernels_gain_nothing_from_rotation_while_ep_gains() {
     let comp = reduced(capability::FILES[2].1, &["natural"]);
     std::fs::write(dir.join("capability").join("cap-npb-competitive.toml"), comp).expect("write");
     let rep = reproduce::run("capability", &opts(dir, "cap-npb"), |_, _| {}).expect("runs");
-    let get = |case: &str, policy: &str, metric: &str| {
-        rep.rows
-            .iter()
-            .find(|r| r.case == case && r.policy == policy && r.subject == "all" && r.metric == metric)
-            .unwrap_or_else(|| panic!("row {case}/{policy}/{metric}"))
-            .mean
-    };
+    let get = |case: &str, policy: &str, metric: &str| all_row(&rep, case, policy, metric);
     // One thread per CPU on 1 × 2.2 + 3 × 1.1: under the runqueue balancer no thread moves, so three threads
     // never see the fast CPU (slowest thread's fast share 0 %); capability rotates the fast CPU among them.
     for k in ["static/ep", "static/cg"] {

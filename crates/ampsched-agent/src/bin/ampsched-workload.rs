@@ -77,6 +77,23 @@ impl Sampler {
     fn reset(&mut self) {
         self.last = thread_cpu();
     }
+    /// Add this thread's samples to the workload's (per CPU: run ns, samples).
+    fn add_to(&self, all: &Mutex<(Vec<u64>, Vec<u64>)>) {
+        let mut g = all.lock().unwrap();
+        merge(&mut g.0, &self.on_cpu_ns);
+        merge(&mut g.1, &self.samples);
+    }
+}
+
+/// Wait for the workers, then hand back their merged samples (per CPU: run ns, samples).
+fn join_samples(
+    hs: Vec<std::thread::JoinHandle<()>>,
+    all: &Mutex<(Vec<u64>, Vec<u64>)>,
+) -> Result<(Vec<u64>, Vec<u64>), String> {
+    for h in hs {
+        h.join().map_err(|_| "a worker panicked".to_string())?;
+    }
+    Ok(all.lock().unwrap().clone())
 }
 
 struct Args(Vec<String>);
@@ -235,16 +252,11 @@ fn phased(a: &Args) -> Result<serde_json::Value, String> {
                     }
                     k += threads;
                 }
-                let mut g = on_all.lock().unwrap();
-                merge(&mut g.0, &s.on_cpu_ns);
-                merge(&mut g.1, &s.samples);
+                s.add_to(&on_all);
             })
         })
         .collect();
-    for h in hs {
-        h.join().map_err(|_| "a worker panicked".to_string())?;
-    }
-    let (on, n) = on_all.lock().unwrap().clone();
+    let (on, n) = join_samples(hs, &on_all)?;
     let extra = serde_json::json!({"phases": phases, "wait": if spin_wait {"spin"} else {"block"}});
     Ok(report("phased", threads, t0.elapsed(), on, n, extra))
 }
@@ -295,16 +307,11 @@ fn barrier(a: &Args) -> Result<serde_json::Value, String> {
                     }
                     waited.fetch_add(w0.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 }
-                let mut g = on_all.lock().unwrap();
-                merge(&mut g.0, &s.on_cpu_ns);
-                merge(&mut g.1, &s.samples);
+                s.add_to(&on_all);
             })
         })
         .collect();
-    for h in hs {
-        h.join().map_err(|_| "a worker panicked".to_string())?;
-    }
-    let (on, n) = on_all.lock().unwrap().clone();
+    let (on, n) = join_samples(hs, &on_all)?;
     let extra = serde_json::json!({"phases": phases, "wait": if spin_wait {"spin"} else {"block"},
                                    "barrier_wait_s": waited.load(Ordering::Relaxed) as f64 / 1e9});
     Ok(report("barrier", threads, t0.elapsed(), on, n, extra))
