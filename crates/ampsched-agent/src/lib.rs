@@ -19,6 +19,8 @@
 //! - [`trace`]: a Perfetto trace of the decisions (`--trace`);
 //! - [`control`]: the control loop tying them together.
 
+#![warn(missing_docs)]
+
 pub mod actuate;
 pub mod config;
 pub mod control;

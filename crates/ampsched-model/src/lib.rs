@@ -3,6 +3,8 @@
 //! Ids, integer-nanosecond time, CPU sets, the machine topology, workload
 //! programs and the scenario specification. No I/O, no clocks, no randomness.
 
+#![warn(missing_docs)]
+
 pub mod cpuset;
 pub mod error;
 pub mod ids;

@@ -18,6 +18,8 @@
 //! frequencies in kHz as in the kernel's `cpu_frequency` event. The output is
 //! a pure function of the calls made: same calls, byte-identical trace.
 
+#![warn(missing_docs)]
+
 /// Flush a CPU's ftrace bundle when it reaches this many bytes.
 const BUNDLE_BYTES: usize = 32 * 1024;
 /// The packet sequence of the track descriptors and counter values.

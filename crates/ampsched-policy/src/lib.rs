@@ -6,6 +6,8 @@
 //! real agent). Policies never read clocks or do I/O: time comes in as an
 //! argument and effects go out as values.
 
+#![warn(missing_docs)]
+
 pub mod aash;
 pub mod aash_cosched;
 pub mod aash_placer;

@@ -1,6 +1,8 @@
 //! ampsched-sim: a deterministic discrete-event simulator of asymmetric hosts
 //! running VMs and parallel programs under a Dispatcher and an optional Placer.
 
+#![warn(missing_docs)]
+
 pub mod bench;
 pub mod engine;
 pub mod experiment;
