@@ -268,24 +268,22 @@ fn cmd_bench(only: Vec<String>, child: bool) -> Result<(), String> {
             let job = Job { scenario: &sc, seed: 1, dispatcher: None, placer: None };
             // Short cases are repeated for at least 1 s of wall time; the median run counts.
             let mut walls = Vec::new();
-            let mut cpus = Vec::new();
             let started = Instant::now();
+            // CPU time over all repetitions (one reading each side, so short runs are not
+            // dominated by the reading itself): the mean per run.
+            let c0 = bench::thread_cpu_ns();
             let r = loop {
                 let t0 = Instant::now();
-                let c0 = bench::thread_cpu_ns();
                 let r = run_one(&job).map_err(|e| e.to_string())?;
                 walls.push(t0.elapsed().as_secs_f64());
-                if let (Some(a), Some(b)) = (c0, bench::thread_cpu_ns()) {
-                    cpus.push(b.saturating_sub(a) as f64 / 1e9);
-                }
                 if started.elapsed().as_secs_f64() >= 1.0 || walls.len() >= 200 {
                     break r;
                 }
             };
+            let cpu_total = c0.zip(bench::thread_cpu_ns()).map(|(a, b)| b.saturating_sub(a) as f64 / 1e9);
             walls.sort_by(f64::total_cmp);
-            cpus.sort_by(f64::total_cmp);
             let wall = walls[walls.len() / 2];
-            let cpu = cpus.get(cpus.len() / 2).copied().unwrap_or(wall);
+            let cpu = cpu_total.map(|c| c / walls.len() as f64).unwrap_or(wall);
             let peak = bench::peak_rss_bytes().unwrap_or(0);
             println!(
                 "{{\"case\":\"{}\",\"wall_s\":{wall},\"cpu_s\":{cpu},\"sim_s\":{},\"events\":{},\"peak_bytes\":{peak}}}",
