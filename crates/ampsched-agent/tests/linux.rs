@@ -558,11 +558,14 @@ fn a_qemu_guest_aware_vcpu0_runs_on_the_fast_cpu_found_by_qmp_and_by_names() {
     .unwrap();
     let state = d.path().join("s1.json");
     let log = d.path().join("vm-log.jsonl");
+    let trace = d.path().join("vm.perfetto-trace");
     let mut agent = Guard(
         Command::new(ampsched())
             .args(["agent", "--config", cfg.to_str().unwrap(), "--state", state.to_str().unwrap()])
             .arg("--log")
             .arg(&log)
+            .arg("--trace")
+            .arg(&trace)
             .stdout(Stdio::null())
             .spawn()
             .unwrap(),
@@ -587,6 +590,17 @@ fn a_qemu_guest_aware_vcpu0_runs_on_the_fast_cpu_found_by_qmp_and_by_names() {
     assert!(on0 as f64 / n as f64 >= 0.9, "vCPU 0 on CPU 0 in only {on0} of {n} samples; decisions:\n{log}");
     assert_eq!(get_affinity(vcpu0).unwrap(), orig, "vCPU 0 not restored");
     assert!(!state.exists());
+    // The trace names the VM's vCPU threads `<target>/v<cpu-index>` under QEMU's pid, and
+    // shows vCPU 0 on CPU 0's scheduling track.
+    let r = ampsched_perfetto::read::read(&std::fs::read(&trace).unwrap()).expect("the trace decodes");
+    let mut names: Vec<(u32, String)> =
+        r.threads.iter().filter(|t| t.1 == vm.pid() as u32).map(|t| (t.0, t.2.clone())).collect();
+    names.sort();
+    let mut want: Vec<(u32, String)> =
+        vcpus.iter().map(|v| (v.thread_id as u32, format!("vm/v{}", v.cpu_index))).collect();
+    want.sort();
+    assert_eq!(names, want, "{:?}", r.threads);
+    assert!(r.switches.iter().any(|s| s.cpu == 0 && s.next_tid == vcpu0 as u32), "vCPU 0 never on CPU 0's track");
 }
 
 #[test]
