@@ -256,6 +256,8 @@ pub struct Agent {
     /// The `--trace` recorder and, per domain, its fast-class run time at the last period.
     trace: Option<AgentTrace>,
     trace_fast_ns: Vec<u64>,
+    /// When the trace's last period was recorded (boot-time ns).
+    trace_last_ts: Option<u64>,
     /// Whether task-clock counters can be opened here (`None`: not tried yet).
     perf_ok: Option<bool>,
     /// When thread lists were last reconciled with `/proc` in full.
@@ -457,6 +459,7 @@ impl Agent {
             fd_limit: None,
             trace,
             trace_fast_ns: Vec::new(),
+            trace_last_ts: None,
             perf_ok: None,
             last_reconcile: None,
         })
@@ -1143,7 +1146,11 @@ impl Agent {
         let capacity: Vec<f64> =
             self.d.cpus.iter().zip(&self.last_cpu).map(|(c, f)| c.capacity * f.capacity_share()).collect();
         let n_fast = (0..self.d.topo.ncpus()).filter(|i| self.d.topo.is_fast(CpuId(*i as u32))).count().max(1);
-        let span = (self.period.0 * n_fast as u64).max(1) as f64;
+        // The fast share is of the time since the last record (a period runs late now and then).
+        let ts = boottime_ns();
+        let since = self.trace_last_ts.map_or(self.period.0, |t| ts.saturating_sub(t));
+        self.trace_last_ts = Some(ts);
+        let span = (since * n_fast as u64).max(1) as f64;
         self.trace_fast_ns.resize(self.domains.len(), 0);
         let targets: Vec<(i32, f64, u32)> = self
             .domains
@@ -1157,7 +1164,7 @@ impl Agent {
         }
         let runnable = |tid: i32| runnable_tids.binary_search(&tid).is_ok();
         tr.period(
-            boottime_ns(),
+            ts,
             &PeriodSample {
                 on_cpu,
                 runnable: &runnable,

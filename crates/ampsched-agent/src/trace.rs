@@ -13,7 +13,10 @@
 //! - each CPU's effective capacity (capacity less interrupt, steal and real-time
 //!   load) as its CPU frequency track, 1024 = 1.024 GHz;
 //! - counter tracks: per target its share of the fast CPUs' time in the period
-//!   (`fast share`) and its active threads; per managed thread the fast share of
+//!   (`fast share`; estimated as the agent accounts it: a thread's run time in
+//!   a period is charged to the class of the CPU it was last seen on, or of its
+//!   mask, so a period in which the fast CPU changed hands can read a few %
+//!   above 1 or below) and its active threads; per managed thread the fast share of
 //!   the affinity mask the agent gave it (`mask fast`: 1 = fast CPUs only,
 //!   0 = slow CPUs only; a step at every decision); the agent's cumulative
 //!   affinity changes (`agent.affinity_changes`).

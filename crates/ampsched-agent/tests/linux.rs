@@ -807,9 +807,15 @@ fn the_agent_records_its_decisions_as_a_perfetto_trace() {
     let last = r.counters[&changes[0]].last().unwrap().1;
     assert_eq!(last, stats["changes"].as_f64().unwrap(), "{stats}");
     assert_eq!(values.len() as f64, last, "one mask step per change");
-    // Fast share per target: a fraction of the fast CPU's time per period.
+    // Fast share per target: its share of the fast CPU's time in each period. The agent charges a
+    // thread's run time in a period to the class of the CPU it was last seen on (or its mask's),
+    // so a period in which the fast CPU changed hands can read above 1 or below (two threads last
+    // seen on CPU 0); over the run the three spinners keep CPU 0 busy: a mean near 1.
     let fast = r.tracks_named("fast share");
     assert_eq!(fast.len(), 1);
-    assert!(r.counters[&fast[0]].iter().all(|x| (0.0..=1.05).contains(&x.1)), "{:?}", r.counters[&fast[0]]);
+    let shares: Vec<f64> = r.counters[&fast[0]].iter().skip(1).map(|x| x.1).collect();
+    assert!(shares.iter().all(|v| v.is_finite() && *v >= 0.0), "{shares:?}");
+    let mean = shares.iter().sum::<f64>() / shares.len().max(1) as f64;
+    assert!((0.7..=1.1).contains(&mean), "mean fast share {mean}: {shares:?}");
     assert!(!state.exists(), "a clean exit removes the state file");
 }
