@@ -1040,6 +1040,19 @@ impl Sim {
 
     // ---- program interpretation ------------------------------------------
 
+    /// Start `work` (ns at speed 1.0) of computing with these memory traits: a
+    /// compute op, or a chunk of a parallel loop.
+    fn start_compute(&mut self, t: TaskId, work: u64, mem: f64, ws_kb: u32, overlap: f64) -> Outcome {
+        let tk = &mut self.tasks[t.idx()];
+        tk.work_left = work as f64;
+        tk.mem = mem;
+        tk.ws_kb = ws_kb;
+        tk.overlap = overlap;
+        tk.act = Act::Compute;
+        self.replan(t);
+        Outcome::Busy
+    }
+
     /// Interpret ops from pc until the task needs time, waits, or ends.
     fn exec(&mut self, t: TaskId, _c: CpuId) -> Outcome {
         loop {
@@ -1051,13 +1064,7 @@ impl Sim {
                         tk.pc += 1;
                         continue;
                     }
-                    tk.work_left = work.0 as f64;
-                    tk.mem = mem;
-                    tk.ws_kb = ws_kb;
-                    tk.overlap = overlap;
-                    tk.act = Act::Compute;
-                    self.replan(t);
-                    return Outcome::Busy;
+                    return self.start_compute(t, work.0, mem, ws_kb, overlap);
                 }
                 Op::LoopStart { count, .. } => {
                     tk.loops.push(count);
@@ -1248,14 +1255,7 @@ impl Sim {
                         obj.remaining -= take;
                     }
                     if take > 0 {
-                        let tk = &mut self.tasks[t.idx()];
-                        tk.work_left = take as f64;
-                        tk.mem = mem;
-                        tk.ws_kb = ws_kb;
-                        tk.overlap = overlap;
-                        tk.act = Act::Compute;
-                        self.replan(t);
-                        return Outcome::Busy;
+                        return self.start_compute(t, take, mem, ws_kb, overlap);
                     }
                     // This task is out of work: leave the loop, then the implicit barrier.
                     self.tasks[t.idx()].pf_static_done = false;
