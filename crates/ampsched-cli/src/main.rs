@@ -77,6 +77,9 @@ enum Cmd {
         /// Seeds per case and policy (default: each file's).
         #[arg(long)]
         seeds: Option<u32>,
+        /// Only the case with this exact name (e.g. `static/4`); repeatable.
+        #[arg(long = "case", value_name = "NAME")]
+        cases: Vec<String>,
     },
     /// List every dispatcher and placer with its parameters and defaults.
     Policies,
@@ -340,8 +343,8 @@ fn main() -> ExitCode {
         Cmd::Sim { scenario, dispatcher, placer, seed, runs, json, jobs, quiet, set, trace } => {
             cmd_sim(SimArgs { path: scenario, dispatcher, placer, seed, runs, json, jobs, quiet, set, trace })
         }
-        Cmd::Reproduce { study, out, jobs, scenarios, only, seeds } => {
-            cmd_reproduce(study, out, reproduce::Options { jobs, scenarios, only, seeds })
+        Cmd::Reproduce { study, out, jobs, scenarios, only, seeds, cases } => {
+            cmd_reproduce(study, out, reproduce::Options { jobs, scenarios, only, seeds, cases })
         }
         Cmd::Policies => {
             cmd_policies();

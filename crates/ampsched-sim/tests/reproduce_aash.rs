@@ -6,7 +6,7 @@ use ampsched_sim::reproduce::{self, aash, Options};
 use ampsched_sim::Library;
 
 fn fair_only() -> Options {
-    Options { jobs: 0, scenarios: None, only: vec!["aash-fair".into()], seeds: Some(2) }
+    Options { only: vec!["aash-fair".into()], seeds: Some(2), ..Options::default() }
 }
 
 #[test]
@@ -80,11 +80,15 @@ fn the_same_seeds_give_byte_identical_reports() {
 }
 
 #[test]
-fn unknown_study_and_unmatched_only_are_clear_errors() {
+fn unknown_study_unmatched_only_and_unknown_case_are_clear_errors() {
     let e = reproduce::run("nope", &Options::default(), |_, _| {}).unwrap_err().to_string();
     assert!(e.contains("unknown study `nope`") && e.contains("aash"), "{e}");
     let e = reproduce::run("aash", &Options { only: vec!["zzz".into()], ..Options::default() }, |_, _| {})
         .unwrap_err()
         .to_string();
     assert!(e.contains("matches no experiment") && e.contains("aash-fair"), "{e}");
+    // A case name that no selected experiment has: named, with the cases there are.
+    let o = Options { only: vec!["aash-fair".into()], cases: vec!["nope".into()], ..Options::default() };
+    let e = reproduce::run("aash", &o, |_, _| {}).unwrap_err().to_string();
+    assert!(e.contains("--case `nope`") && e.contains("cases: "), "{e}");
 }

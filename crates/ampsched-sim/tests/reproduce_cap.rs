@@ -6,7 +6,6 @@
 use ampsched_sim::experiment::Experiment;
 use ampsched_sim::reproduce::{self, capability, study, Options};
 use ampsched_sim::Library;
-use std::path::PathBuf;
 
 /// The mean of the machine-wide ("all") row `case/policy/metric` of a report.
 fn all_row(rep: &ampsched_sim::report::Report, case: &str, policy: &str, metric: &str) -> f64 {
@@ -17,46 +16,14 @@ fn all_row(rep: &ampsched_sim::report::Report, case: &str, policy: &str, metric:
         .mean
 }
 
-/// A study file with its `[[experiment.case]]` list replaced by `cases`.
-fn reduced(text: &str, cases: &[&str]) -> String {
-    let head = text.split("\n[[experiment.case]]").next().expect("text");
-    let mut out = head.to_string();
-    for c in text.split("\n[[experiment.case]]").skip(1) {
-        let name = c.lines().find_map(|l| l.strip_prefix("name = \"")).map(|n| n.trim_end_matches('"'));
-        if name.is_some_and(|n| cases.contains(&n)) {
-            out.push_str("\n[[experiment.case]]");
-            out.push_str(c);
-        }
+/// One seed of the embedded experiments named like `only`, restricted to `cases`.
+fn opts(only: &str, cases: &[&str]) -> Options {
+    Options {
+        only: vec![only.into()],
+        seeds: Some(1),
+        cases: cases.iter().map(|c| c.to_string()).collect(),
+        ..Options::default()
     }
-    out
-}
-
-/// A scenarios directory holding a reduced copy of one study file.
-fn dir_with(study: &str, file: &str, text: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ampsched-reproduce-cap-{}-{study}", std::process::id()));
-    std::fs::create_dir_all(d.join(study)).expect("temp dir");
-    std::fs::write(d.join(study).join(file), text).expect("write");
-    d
-}
-
-/// Like `dir_with("study", …)` in a directory of its own (tests run in parallel).
-fn server_dir(text: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ampsched-reproduce-cap-{}-server", std::process::id()));
-    std::fs::create_dir_all(d.join("study")).expect("temp dir");
-    std::fs::write(d.join("study").join("study-configs.toml"), text).expect("write");
-    d
-}
-
-/// Like `dir_with("capability", …)` in a directory named by `tag` (tests run in parallel).
-fn cap_dir(tag: &str, file: &str, text: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ampsched-reproduce-cap-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(d.join("capability")).expect("temp dir");
-    std::fs::write(d.join("capability").join(file), text).expect("write");
-    d
-}
-
-fn opts(dir: PathBuf, only: &str) -> Options {
-    Options { jobs: 0, scenarios: Some(dir), only: vec![only.into()], seeds: Some(1) }
 }
 
 #[test]
@@ -85,10 +52,7 @@ fn capability_and_study_files_load_with_their_cases() {
 
 #[test]
 fn capability_lowers_stdev_chore_on_static_asymmetry_at_4_tasks() {
-    let text = reduced(capability::FILES[0].1, &["static/4", "natural/4"]);
-    let rep =
-        reproduce::run("capability", &opts(dir_with("capability", "cap-chores.toml", &text), "cap-chores"), |_, _| {})
-            .expect("runs");
+    let rep = reproduce::run("capability", &opts("cap-chores", &["static/4", "natural/4"]), |_, _| {}).expect("runs");
     assert_eq!(rep.sections.len(), 1);
     let get = |case: &str, policy: &str, metric: &str| {
         rep.rows
@@ -118,9 +82,8 @@ fn capability_lowers_stdev_chore_on_static_asymmetry_at_4_tasks() {
 
 #[test]
 fn fast_first_speeds_up_static_loops_and_the_study_plots_runs_against_compute_power() {
-    let text = reduced(study::FILES[0].1, &["loops-static:0f-4s/8", "loops-static:2f-2s/8", "loops-static:4f-0s"]);
-    let rep = reproduce::run("study", &opts(dir_with("study", "study-configs.toml", &text), "study"), |_, _| {})
-        .expect("runs");
+    let cases = ["loops-static:0f-4s/8", "loops-static:2f-2s/8", "loops-static:4f-0s"];
+    let rep = reproduce::run("study", &opts("study", &cases), |_, _| {}).expect("runs");
     let get = |case: &str, policy: &str, metric: &str| {
         rep.rows
             .iter()
@@ -150,8 +113,8 @@ fn fast_first_speeds_up_static_loops_and_the_study_plots_runs_against_compute_po
 
 #[test]
 fn server_throughput_follows_the_arrival_rate_until_the_machine_saturates() {
-    let text = reduced(study::FILES[0].1, &["server-light:4f-0s", "server-light:0f-4s/8"]);
-    let rep = reproduce::run("study", &opts(server_dir(&text), "study"), |_, _| {}).expect("runs");
+    let cases = ["server-light:4f-0s", "server-light:0f-4s/8"];
+    let rep = reproduce::run("study", &opts("study", &cases), |_, _| {}).expect("runs");
     let get = |case: &str, metric: &str| {
         rep.rows
             .iter()
@@ -175,13 +138,8 @@ fn server_throughput_follows_the_arrival_rate_until_the_machine_saturates() {
 
 #[test]
 fn competitive_npb_finishes_every_run_and_cache_differs_from_fifo() {
-    let text = capability::FILES[2].1;
-    let rep = reproduce::run(
-        "capability",
-        &opts(cap_dir("comp", "cap-npb-competitive.toml", text), "cap-npb-competitive"),
-        |_, _| {},
-    )
-    .expect("runs");
+    let cases = ["natural", "static", "dynamic"];
+    let rep = reproduce::run("capability", &opts("cap-npb-competitive", &cases), |_, _| {}).expect("runs");
     let get = |case: &str, policy: &str, metric: &str| all_row(&rep, case, policy, metric);
     // Every run of every case finishes before max_s (finished = 1 for each case and policy).
     for case in ["natural", "static", "dynamic"] {
@@ -204,12 +162,9 @@ fn competitive_npb_finishes_every_run_and_cache_differs_from_fifo() {
 
 #[test]
 fn static_npb_barrier_kernels_gain_nothing_from_rotation_while_ep_gains() {
-    let text = reduced(capability::FILES[1].1, &["static/ep", "static/cg"]);
-    let dir = cap_dir("npb", "cap-npb.toml", &text);
-    // `--only cap-npb` also selects cap-npb-competitive: give it one (cheap) case.
-    let comp = reduced(capability::FILES[2].1, &["natural"]);
-    std::fs::write(dir.join("capability").join("cap-npb-competitive.toml"), comp).expect("write");
-    let rep = reproduce::run("capability", &opts(dir, "cap-npb"), |_, _| {}).expect("runs");
+    // `--only cap-npb` also selects cap-npb-competitive, which has neither case: it is skipped.
+    let rep = reproduce::run("capability", &opts("cap-npb", &["static/ep", "static/cg"]), |_, _| {}).expect("runs");
+    assert_eq!(rep.sections.len(), 1);
     let get = |case: &str, policy: &str, metric: &str| all_row(&rep, case, policy, metric);
     // One thread per CPU on 1 × 2.2 + 3 × 1.1: under the runqueue balancer no thread moves, so three threads
     // never see the fast CPU (slowest thread's fast share 0 %); capability rotates the fast CPU among them.

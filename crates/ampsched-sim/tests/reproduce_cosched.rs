@@ -1,5 +1,5 @@
 //! `ampsched reproduce cosched`: the experiment files load with their cases,
-//! reduced copies (a few cases, one seed) give the rows, sections and figures
+//! reduced runs (a few cases, one seed) give the rows, sections and figures
 //! the report promises with metrics that behave as the mechanisms say, and
 //! the same seeds give the same bytes.
 
@@ -7,30 +7,16 @@ use ampsched_sim::experiment::Experiment;
 use ampsched_sim::report::{Report, Row};
 use ampsched_sim::reproduce::{self, cosched, Options};
 use ampsched_sim::Library;
-use std::path::PathBuf;
 
-/// A study file with its `[[experiment.case]]` list replaced by `cases`.
-fn reduced(text: &str, cases: &[&str]) -> String {
-    let head = text.split("\n[[experiment.case]]").next().expect("text");
-    let mut out = head.to_string();
-    for c in text.split("\n[[experiment.case]]").skip(1) {
-        let name = c.lines().find_map(|l| l.strip_prefix("name = \"")).map(|n| n.trim_end_matches('"'));
-        if name.is_some_and(|n| cases.contains(&n)) {
-            out.push_str("\n[[experiment.case]]");
-            out.push_str(c);
-        }
-    }
-    out
-}
-
-/// Run the cosched study on reduced copies of `file` (only `cases`, one seed).
+/// Run the cosched study on the experiment of `file`, only `cases`, one seed.
 fn run_reduced(file: &str, cases: &[&str]) -> Report {
-    let text = cosched::FILES.iter().find(|f| f.0 == file).expect("a study file").1;
-    let d: PathBuf = std::env::temp_dir().join(format!("ampsched-reproduce-cosched-{}-{file}", std::process::id()));
-    std::fs::create_dir_all(d.join("cosched")).expect("temp dir");
-    std::fs::write(d.join("cosched").join(file), reduced(text, cases)).expect("write");
-    let opts =
-        Options { jobs: 0, scenarios: Some(d), only: vec![file.trim_end_matches(".toml").into()], seeds: Some(1) };
+    assert!(cosched::FILES.iter().any(|f| f.0 == file), "a study file");
+    let opts = Options {
+        only: vec![file.trim_end_matches(".toml").into()],
+        seeds: Some(1),
+        cases: cases.iter().map(|c| c.to_string()).collect(),
+        ..Options::default()
+    };
     reproduce::run("cosched", &opts, |_, _| {}).expect("runs")
 }
 

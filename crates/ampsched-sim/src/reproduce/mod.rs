@@ -58,6 +58,9 @@ pub struct Options {
     pub only: Vec<String>,
     /// Override the number of seeds of every experiment.
     pub seeds: Option<u32>,
+    /// Only the cases with these exact names (empty = all); an experiment left
+    /// without a case is skipped.
+    pub cases: Vec<String>,
 }
 
 /// What went wrong in a reproduction.
@@ -108,6 +111,7 @@ impl Runs {
 
 fn load_all(study: &Study, opts: &Options, lib: &Library) -> Result<Vec<Experiment>, ReproduceError> {
     let mut out = Vec::new();
+    let mut all_cases: Vec<String> = Vec::new();
     for (file, text) in study.files {
         let stem = file.trim_end_matches(".toml");
         if !opts.only.is_empty() && !opts.only.iter().any(|o| stem.contains(o.as_str())) {
@@ -122,7 +126,21 @@ fn load_all(study: &Study, opts: &Options, lib: &Library) -> Result<Vec<Experime
             let first = exp.seeds.first().copied().unwrap_or(1);
             exp.seeds = (0..n as u64).map(|k| first + k).collect();
         }
+        if !opts.cases.is_empty() {
+            all_cases.extend(exp.cases.iter().map(|c| c.name.clone()));
+            exp.cases.retain(|c| opts.cases.contains(&c.name));
+            if exp.cases.is_empty() {
+                continue;
+            }
+        }
         out.push(exp);
+    }
+    if let Some(bad) = opts.cases.iter().find(|c| !all_cases.contains(c)) {
+        return Err(ReproduceError::Usage(format!(
+            "--case `{bad}` is no case of the selected experiments of `{}`; cases: {}",
+            study.name,
+            all_cases.join(", ")
+        )));
     }
     if out.is_empty() {
         let names: Vec<&str> = study.files.iter().map(|f| f.0.trim_end_matches(".toml")).collect();
