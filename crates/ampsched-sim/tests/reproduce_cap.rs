@@ -7,12 +7,12 @@ use ampsched_sim::experiment::Experiment;
 use ampsched_sim::reproduce::{self, capability, study, Options};
 use ampsched_sim::Library;
 
-/// The mean of the machine-wide ("all") row `case/policy/metric` of a report.
-fn all_row(rep: &ampsched_sim::report::Report, case: &str, policy: &str, metric: &str) -> f64 {
+/// The mean of row `case/subject/policy/metric` of a report.
+fn mean(rep: &ampsched_sim::report::Report, case: &str, subject: &str, policy: &str, metric: &str) -> f64 {
     rep.rows
         .iter()
-        .find(|r| r.case == case && r.policy == policy && r.subject == "all" && r.metric == metric)
-        .unwrap_or_else(|| panic!("row {case}/{policy}/{metric}"))
+        .find(|r| r.case == case && r.subject == subject && r.policy == policy && r.metric == metric)
+        .unwrap_or_else(|| panic!("row {case}/{subject}/{policy}/{metric}"))
         .mean
 }
 
@@ -54,13 +54,7 @@ fn capability_and_study_files_load_with_their_cases() {
 fn capability_lowers_stdev_chore_on_static_asymmetry_at_4_tasks() {
     let rep = reproduce::run("capability", &opts("cap-chores", &["static/4", "natural/4"]), |_, _| {}).expect("runs");
     assert_eq!(rep.sections.len(), 1);
-    let get = |case: &str, policy: &str, metric: &str| {
-        rep.rows
-            .iter()
-            .find(|r| r.case == case && r.policy == policy && r.metric == metric)
-            .unwrap_or_else(|| panic!("row {case}/{policy}/{metric}"))
-            .mean
-    };
+    let get = |case: &str, policy: &str, metric: &str| mean(&rep, case, "chores", policy, metric);
     for p in ["runqueue", "cap-0.01s", "cap-0.1s", "cap-1s", "cap-10s"] {
         for m in ["avg_chore", "stdev_chore", "migrations", "run_spread_pct"] {
             get("static/4", p, m);
@@ -84,13 +78,7 @@ fn capability_lowers_stdev_chore_on_static_asymmetry_at_4_tasks() {
 fn fast_first_speeds_up_static_loops_and_the_study_plots_runs_against_compute_power() {
     let cases = ["loops-static:0f-4s/8", "loops-static:2f-2s/8", "loops-static:4f-0s"];
     let rep = reproduce::run("study", &opts("study", &cases), |_, _| {}).expect("runs");
-    let get = |case: &str, policy: &str, metric: &str| {
-        rep.rows
-            .iter()
-            .find(|r| r.case == case && r.policy == policy && r.metric == metric)
-            .unwrap_or_else(|| panic!("row {case}/{policy}/{metric}"))
-            .mean
-    };
+    let get = |case: &str, policy: &str, metric: &str| mean(&rep, case, "all", policy, metric);
     // Compute power n + m/k: 2 + 2/8 = 2.25.
     assert!((get("loops-static:2f-2s/8", "fair", "compute_power") - 2.25).abs() < 1e-9);
     // The reference configuration has speedup 0 % against itself.
@@ -115,13 +103,7 @@ fn fast_first_speeds_up_static_loops_and_the_study_plots_runs_against_compute_po
 fn server_throughput_follows_the_arrival_rate_until_the_machine_saturates() {
     let cases = ["server-light:4f-0s", "server-light:0f-4s/8"];
     let rep = reproduce::run("study", &opts("study", &cases), |_, _| {}).expect("runs");
-    let get = |case: &str, metric: &str| {
-        rep.rows
-            .iter()
-            .find(|r| r.case == case && r.policy == "fair" && r.metric == metric)
-            .unwrap_or_else(|| panic!("row {case}/{metric}"))
-            .mean
-    };
+    let get = |case: &str, metric: &str| mean(&rep, case, "all", "fair", metric);
     // Light load, 120 req/s of 10 ms requests (mem 0.1), 20 s runs. 4f-0s serves 4 / 10 ms = 400 req/s:
     // throughput = the arrival rate, 2400 ± √2400 ≈ 49 requests in 20 s → 120 ± 12 req/s is ±5 σ.
     let fast = get("server-light:4f-0s", "throughput");
@@ -140,7 +122,7 @@ fn server_throughput_follows_the_arrival_rate_until_the_machine_saturates() {
 fn competitive_npb_finishes_every_run_and_cache_differs_from_fifo() {
     let cases = ["natural", "static", "dynamic"];
     let rep = reproduce::run("capability", &opts("cap-npb-competitive", &cases), |_, _| {}).expect("runs");
-    let get = |case: &str, policy: &str, metric: &str| all_row(&rep, case, policy, metric);
+    let get = |case: &str, policy: &str, metric: &str| mean(&rep, case, "all", policy, metric);
     // Every run of every case finishes before max_s (finished = 1 for each case and policy).
     for case in ["natural", "static", "dynamic"] {
         for p in ["runqueue", "cap-fifo", "cap-cache"] {
@@ -165,7 +147,7 @@ fn static_npb_barrier_kernels_gain_nothing_from_rotation_while_ep_gains() {
     // `--only cap-npb` also selects cap-npb-competitive, which has neither case: it is skipped.
     let rep = reproduce::run("capability", &opts("cap-npb", &["static/ep", "static/cg"]), |_, _| {}).expect("runs");
     assert_eq!(rep.sections.len(), 1);
-    let get = |case: &str, policy: &str, metric: &str| all_row(&rep, case, policy, metric);
+    let get = |case: &str, policy: &str, metric: &str| mean(&rep, case, "all", policy, metric);
     // One thread per CPU on 1 × 2.2 + 3 × 1.1: under the runqueue balancer no thread moves, so three threads
     // never see the fast CPU (slowest thread's fast share 0 %); capability rotates the fast CPU among them.
     for k in ["static/ep", "static/cg"] {
