@@ -196,17 +196,24 @@ struct Domain {
     threads: usize,
 }
 
+/// Where a thread's run time comes from.
+enum RunSource {
+    /// A task-clock counter (see `runclock`): run ns since it was opened.
+    Clock(RunClock),
+    /// Its kept-open `schedstat`: run ns, run-queue wait ns, time slices.
+    Schedstat(ProcFile),
+}
+
 struct Thread {
     dom: usize,
     tid: i32,
     pid: i32,
     vcpu: u32,
     stat: ProcFile,
-    sched: ProcFile,
-    /// Run-time counter (`None`: read `schedstat` instead).
-    clock: Option<RunClock>,
+    /// Where its run time is read each period.
+    run: RunSource,
     children: Option<ProcFile>,
-    /// Last (run, wait, slices) seen; from a `clock`, (run since opened, 0, 0).
+    /// Last (run, wait, slices) seen; from a clock, (run since opened, 0, 0).
     last_sched: (u64, u64, u64),
     state: char,
     processor: u32,
@@ -755,17 +762,19 @@ impl Agent {
 
     fn add_thread(&mut self, di: usize, pid: i32, tid: i32, vcpu: Option<u32>) {
         let dir = self.proc_root.join(pid.to_string()).join("task").join(tid.to_string());
-        let (Ok(mut stat), Ok(mut sched)) = (ProcFile::open(&dir.join("stat")), ProcFile::open(&dir.join("schedstat")))
-        else {
-            return;
-        };
+        let Ok(mut stat) = ProcFile::open(&dir.join("stat")) else { return };
         let Some(st) = stat.read().ok().and_then(parse_stat).filter(|s| s.state != 'Z' && s.state != 'X') else {
             return;
         };
         let Ok(cur_lin) = self.act.get(tid) else { return };
-        let clock = self.open_clock(tid);
-        let last_sched =
-            if clock.is_some() { (0, 0, 0) } else { sched.read().ok().and_then(parse_schedstat).unwrap_or_default() };
+        let (run, last_sched) = match self.open_clock(tid) {
+            Some(c) => (RunSource::Clock(c), (0, 0, 0)),
+            None => {
+                let Ok(mut sched) = ProcFile::open(&dir.join("schedstat")) else { return };
+                let last = sched.read().ok().and_then(parse_schedstat).unwrap_or_default();
+                (RunSource::Schedstat(sched), last)
+            }
+        };
         let dom = &mut self.domains[di];
         let original = if dom.applied.contains(&cur_lin) && cur_lin != dom.base_mask && !dom.base_mask.is_empty() {
             dom.base_mask
@@ -790,8 +799,7 @@ impl Agent {
                 pid,
                 vcpu,
                 stat,
-                sched,
-                clock,
+                run,
                 children: None,
                 last_sched,
                 state: '?',
@@ -998,19 +1006,19 @@ impl Agent {
         let mut runnable_tids: Vec<i32> = Vec::new();
         for (id, t) in self.threads.iter_mut() {
             self.stats.thread_samples += 1;
-            let ss = match &t.clock {
+            let ss = match &mut t.run {
                 // The counter stays readable after the thread exits: exits are found by
                 // `refresh_threads` (thread counts, a full relist every rescan) and `stat`.
-                Some(c) => match c.read() {
+                RunSource::Clock(c) => match c.read() {
                     Ok(run) => (run, 0, 0),
                     Err(_) => {
                         gone.push(*id);
                         continue;
                     }
                 },
-                None => {
+                RunSource::Schedstat(f) => {
                     self.stats.schedstat_reads += 1;
-                    let Some(ss) = t.sched.read().ok().and_then(parse_schedstat) else {
+                    let Some(ss) = f.read().ok().and_then(parse_schedstat) else {
                         gone.push(*id);
                         continue;
                     };
