@@ -692,6 +692,7 @@ impl Credit {
             return;
         }
         for (c, q) in self.runq.iter().enumerate() {
+            debug_assert_eq!(self.q_under.contains(CpuId(c as u32)), self.q_hi[c] >= PRI_UNDER, "q_under on cpu{c}");
             let running = v.curr[c].is_some() as u32;
             debug_assert_eq!(self.nr_runnable[c], q.len() as u32 + running, "nr_runnable on cpu{c}");
             for t in q {
