@@ -1,11 +1,22 @@
 #!/usr/bin/env bash
 # The whole test suite (the README's test command): the Rust workspace's tests
-# (simulator, policies, agent on this real machine), then the Python package's
-# tests, with a freshly reproduced AASH report checked in headless Chromium.
+# (simulator, policies, agent), then the Python package's tests, with a freshly
+# reproduced AASH report checked in headless Chromium.
+#
+# The real-machine tests (crates/ampsched-agent/tests/linux.rs: root, 2+ CPUs,
+# QEMU; they change affinities and boot a guest) are `#[ignore]`d, so plain
+# `cargo test` runs everywhere and lists them as ignored with the reason.
+# AMPSCHED_MACHINE_TESTS=1 runs them too (`-- --include-ignored`); CI
+# (.ci/run) sets it and requires them to pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "== cargo test --workspace"
-cargo test --workspace
+if [ "${AMPSCHED_MACHINE_TESTS:-0}" = 1 ]; then
+  echo "== cargo test --workspace -- --include-ignored (with the real-machine tests)"
+  cargo test --workspace -- --include-ignored
+else
+  echo "== cargo test --workspace (real-machine tests skipped: AMPSCHED_MACHINE_TESTS=1 runs them, as root)"
+  cargo test --workspace
+fi
 if [ "${AMPSCHED_SKIP_INSTALL:-0}" != 1 ]; then
   echo "== pip install .[test]"
   python3 -m pip install -q --disable-pip-version-check ".[test]"
@@ -18,3 +29,7 @@ if [ -z "${AMPSCHED_REPORT:-}" ]; then
 fi
 echo "== pytest python/tests"
 python3 -m pytest -q python/tests
+if [ "${AMPSCHED_MACHINE_TESTS:-0}" != 1 ]; then
+  echo "== skipped: the real-machine agent tests (crates/ampsched-agent/tests/linux.rs, root + QEMU);"
+  echo "   run them with: sudo AMPSCHED_MACHINE_TESTS=1 bash scripts/test.sh (CI does)"
+fi

@@ -9,7 +9,10 @@
 //! Prerequisites (installed by `.ci/run`): root (SCHED_FIFO, affinities of
 //! other processes), 2+ CPUs, `qemu-system-x86_64`, `busybox` (static),
 //! `cpio`, a `/boot/vmlinuz-*cloud*` kernel. A missing one fails the test
-//! with the package to install. The `ampsched` binary must be built
+//! with the package to install. So that `cargo test` runs anywhere, every
+//! test here is `#[ignore]`d with the reason printed; CI runs them with
+//! `--include-ignored` (`AMPSCHED_MACHINE_TESTS=1 scripts/test.sh`), as root,
+//! and requires them to pass. The `ampsched` binary must be built
 //! (`cargo test --workspace` builds it; or set AMPSCHED_BIN).
 
 use ampsched_agent::actuate::get_affinity;
@@ -122,6 +125,7 @@ fn wait_for(deadline: Duration, mut cond: impl FnMut() -> bool) -> bool {
 }
 
 #[test]
+#[ignore = "real machine: needs root and 2+ CPUs; run with `cargo test -- --include-ignored` (CI does)"]
 fn fair_sharing_two_cpu_bound_processes_split_the_fast_cpu() {
     let _s = serial();
     require_machine();
@@ -163,6 +167,7 @@ fn fair_sharing_two_cpu_bound_processes_split_the_fast_cpu() {
 }
 
 #[test]
+#[ignore = "real machine: needs root and 2+ CPUs; run with `cargo test -- --include-ignored` (CI does)"]
 fn sequential_phases_the_lone_active_thread_runs_on_the_fast_cpu() {
     let _s = serial();
     require_machine();
@@ -219,6 +224,7 @@ fn agent_on_pid(cfg_dir: &Path, pid: i32, state: &Path, extra: &[&str]) -> Guard
 }
 
 #[test]
+#[ignore = "real machine: needs root and 2+ CPUs; run with `cargo test -- --include-ignored` (CI does)"]
 fn restore_after_sigterm_and_after_kill9_then_restore() {
     let _s = serial();
     require_machine();
@@ -280,6 +286,7 @@ impl WaitGuarded for Guard {
 }
 
 #[test]
+#[ignore = "real machine: needs root and 2+ CPUs; run with `cargo test -- --include-ignored` (CI does)"]
 fn dry_run_prints_decisions_and_changes_nothing() {
     let _s = serial();
     require_machine();
@@ -310,6 +317,7 @@ fn dry_run_prints_decisions_and_changes_nothing() {
 }
 
 #[test]
+#[ignore = "real machine: needs root and 2+ CPUs; run with `cargo test -- --include-ignored` (CI does)"]
 fn metrics_endpoint_serves_prometheus_text_on_loopback() {
     let _s = serial();
     require_machine();
@@ -359,6 +367,7 @@ fn run_bad(args: &[&str]) -> Output {
 }
 
 #[test]
+#[ignore = "real machine: needs root and 2+ CPUs; run with `cargo test -- --include-ignored` (CI does)"]
 fn bad_input_fails_clearly_and_changes_nothing() {
     let _s = serial();
     require_machine();
@@ -471,6 +480,7 @@ fn processor_of(pid: i32, tid: i32) -> Option<u32> {
 }
 
 #[test]
+#[ignore = "real machine: needs root, 2+ CPUs and QEMU; run with `cargo test -- --include-ignored` (CI does)"]
 fn a_qemu_guest_aware_vcpu0_runs_on_the_fast_cpu_found_by_qmp_and_by_names() {
     let _s = serial();
     require_machine();
@@ -604,6 +614,7 @@ fn a_qemu_guest_aware_vcpu0_runs_on_the_fast_cpu_found_by_qmp_and_by_names() {
 }
 
 #[test]
+#[ignore = "real machine: needs root and 2+ CPUs; run with `cargo test -- --include-ignored` (CI does)"]
 fn a_denied_change_is_logged_and_skipped_never_fatal() {
     let _s = serial();
     require_machine();
@@ -675,6 +686,7 @@ fn log_events(log: &Path, event: &str) -> Vec<Value> {
 }
 
 #[test]
+#[ignore = "real machine: needs root, 2+ CPUs and QEMU; run with `cargo test -- --include-ignored` (CI does)"]
 fn exiting_and_new_vms_are_picked_up_through_qmp_and_thread_names() {
     let _s = serial();
     require_machine();
@@ -745,6 +757,7 @@ fn exiting_and_new_vms_are_picked_up_through_qmp_and_thread_names() {
 }
 
 #[test]
+#[ignore = "real machine: needs root and 2+ CPUs; run with `cargo test -- --include-ignored` (CI does)"]
 fn the_agent_records_its_decisions_as_a_perfetto_trace() {
     let _s = serial();
     require_machine();
