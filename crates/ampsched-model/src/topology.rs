@@ -122,6 +122,54 @@ impl CacheSpec {
     }
 }
 
+/// A periodic real-time (SCHED_FIFO) task pinned to one CPU, such as the
+/// `ampsched-hog` duty-cycle hog: runnable for `spin` at the start of every
+/// `period`, shifted by `phase`. It is part of the machine, not of the
+/// workload: what a CPU loses to it is "RT pressure" (Linux `cpu_util_rt`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RtLoad {
+    /// The CPU it is pinned to.
+    pub cpu: CpuId,
+    /// Run time per period (0 < spin ≤ period).
+    pub spin: Nanos,
+    /// Period (> 0).
+    pub period: Nanos,
+    /// Start of its first period (< period).
+    pub phase: Nanos,
+}
+
+impl RtLoad {
+    /// True when the RT task runs during `[t, t + ε)`.
+    pub fn active_at(&self, t: Nanos) -> bool {
+        t >= self.phase && (t - self.phase).0 % self.period.0 < self.spin.0
+    }
+
+    /// The first instant strictly after `t` at which it starts or stops running.
+    pub fn next_change(&self, t: Nanos) -> Nanos {
+        if t < self.phase {
+            return self.phase;
+        }
+        let k = (t - self.phase).0 / self.period.0;
+        let start = self.phase.0 + k * self.period.0;
+        let end = start + self.spin.0;
+        Nanos(if t.0 < end { end } else { start + self.period.0 })
+    }
+
+    /// The first instant at or after `t` at which it starts a period.
+    pub fn next_start(&self, t: Nanos) -> Nanos {
+        if t <= self.phase {
+            return self.phase;
+        }
+        let d = (t - self.phase).0;
+        Nanos(self.phase.0 + d.div_ceil(self.period.0) * self.period.0)
+    }
+
+    /// Its share of the CPU, spin / period.
+    pub fn duty(&self) -> f64 {
+        self.spin.0 as f64 / self.period.0 as f64
+    }
+}
+
 /// The whole machine.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Topology {
@@ -141,6 +189,9 @@ pub struct Topology {
     pub mem_domains: Vec<CpuSet>,
     /// CPUs of each NUMA node, indexed by node id.
     pub numa_nodes: Vec<CpuSet>,
+    /// Real-time tasks pinned to CPUs (RT pressure), in declaration order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rt_loads: Vec<RtLoad>,
 }
 
 impl Topology {
@@ -162,7 +213,7 @@ impl Topology {
             mem_domains[c.mem_domain as usize].insert(c.id);
             numa_nodes[c.numa as usize].insert(c.id);
         }
-        Topology { classes, cpus, cache, fast_class, fast_cpus, all, mem_domains, numa_nodes }
+        Topology { classes, cpus, cache, fast_class, fast_cpus, all, mem_domains, numa_nodes, rt_loads: Vec::new() }
     }
 
     /// A simple machine: `n_fast` CPUs of speed `fast` then `n_slow` of speed `slow`,
@@ -217,6 +268,19 @@ mod tests {
         assert_eq!(t.mem_domains.len(), 2);
         assert_eq!(t.mem_domains[1].to_list(), "4-7");
         assert!(t.is_fast(CpuId(0)) && !t.is_fast(CpuId(1)));
+    }
+
+    #[test]
+    fn rt_load_windows() {
+        // spin 5 ms every 10 ms from 2 ms: runs [2, 7), [12, 17), …
+        let r = RtLoad { cpu: CpuId(1), spin: Nanos::from_ms(5), period: Nanos::from_ms(10), phase: Nanos::from_ms(2) };
+        assert!(!r.active_at(Nanos::from_ms(1)) && r.active_at(Nanos::from_ms(2)) && !r.active_at(Nanos::from_ms(7)));
+        assert_eq!(r.next_change(Nanos::ZERO), Nanos::from_ms(2));
+        assert_eq!(r.next_change(Nanos::from_ms(2)), Nanos::from_ms(7));
+        assert_eq!(r.next_change(Nanos::from_ms(7)), Nanos::from_ms(12));
+        assert_eq!(r.next_start(Nanos::from_ms(3)), Nanos::from_ms(12));
+        assert_eq!(r.next_start(Nanos::from_ms(12)), Nanos::from_ms(12));
+        assert_eq!(r.duty(), 0.5);
     }
 
     #[test]

@@ -44,6 +44,11 @@ pub const DISPATCHERS: &[PolicyInfo] = &[
         params: crate::fair::FAIR_PARAMS,
     },
     PolicyInfo {
+        name: "linux",
+        doc: "today's Linux fair class: EEVDF, PELT, capacity-aware placement and balancing, RT class above",
+        params: crate::linux::LINUX_PARAMS,
+    },
+    PolicyInfo {
         name: "cs",
         doc: "hybrid co-scheduling (VEE'09): credit + a CON vCPU's pick signals all pCPUs, one co-scheduled domain",
         params: CREDIT_PARAMS,
@@ -117,6 +122,9 @@ pub fn dispatcher_by_name(name: &str, params: &Params, topo: &Topology) -> Resul
             Ok(Box::new(Credit::new("xen40", p, topo)))
         }
         "fair" => Ok(Box::new(crate::fair::Fair::new(crate::fair::FairParams::from_params(name, params)?, topo))),
+        "linux" => {
+            Ok(Box::new(crate::linux::Linux::new(crate::linux::LinuxParams::from_params(name, params, topo)?, topo)))
+        }
         "aash" => Ok(Box::new(crate::aash::Aash::new(crate::aash::AashParams::from_params(name, params, topo)?, topo))),
         "cs" | "cds" | "pcs" | "bcs" => {
             use crate::cosched::CoSched;
