@@ -1,0 +1,671 @@
+#!/usr/bin/env python3
+"""The Xen lab: real Xen (credit1 with the repo's AASH / co-scheduling
+patches) booted under QEMU TCG, running a scenario of PV guests.
+
+Subcommands (also reachable as `scripts/xen-lab/smoke`, `scripts/xen-lab/run`):
+
+  prepare                 fetch packages, build the patched hypervisor, assemble images
+  run SCENARIO [--out D]  boot, run the scenario, write D/summary.json (+ console.log, raw.json)
+  calibrate [--out D]     measure each pCPU's speed from inside a guest
+  smoke                   prepare + a tiny two-domain scenario, structural checks only
+  compare [--out D]       the comparison scenarios in the lab and in the simulator
+
+A scenario is a TOML file (see docs/xen.md and scripts/xen-lab/scenarios/):
+
+  name = "aash-fair"
+  pcpus = 4              # Xen pCPUs for the guests' cpupool (dom0 gets one more, pCPU 0)
+  fast = 1               # the first `fast` pool pCPUs are fast (Xen: sched_credit_fast_cpus)
+  sched = "aash"         # credit | aash
+  cosched = "none"       # none | cs | cds | pcs | bcs (needs patch 0002)
+  lowpar = 0             # AASH low-parallelism threshold (0 = off)
+  slow = "share"         # how slow pCPUs are made slow on the host: share | none
+  timeout_s = 900
+  [[domain]]
+  name = "vm1"; vcpus = 1; weight = 256
+  workload = ["spin", "--units", "300"]    # ampsched-workload arguments
+  fast_vcpus = [0]       # aware guest (optional); prio = "high" (optional); type = "con" (optional)
+  pin = [1]              # optional hard pinning of vCPU i to pool pCPU pin[i]
+
+Everything comes from Debian packages by name (scripts/xen-lab/fetch); QEMU
+and every helper are killed on any exit; the host's /boot is not touched.
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+LAB = Path(__file__).resolve().parent
+REPO = LAB.parent.parent
+CACHE = Path(os.environ.get("AMPSCHED_XEN_CACHE", Path.home() / ".cache/ampsched-xen-lab"))
+OUT = CACHE / "out"
+# The hypervisor to boot: the patched build, or another image (e.g. Debian's stock one as a control).
+XEN_IMAGE = Path(os.environ.get("AMPSCHED_XEN_IMAGE", OUT / "xen"))
+LOCK = os.environ.get("AMPSCHED_REALMACHINE_LOCK", "/tmp/ampsched-realmachine.lock")
+MAX_PCPUS = 8  # emulated pCPUs (guests' pool + dom0's) this lab boots at most
+SCHEDS = ("credit", "aash")
+COSCHEDS = ("none", "cs", "cds", "pcs", "bcs")
+SLOW_MODES = ("share", "none")
+DOMAIN_KEYS = {"name", "vcpus", "weight", "workload", "fast_vcpus", "prio", "type", "pin", "memory"}
+TOP_KEYS = {"name", "description", "pcpus", "fast", "sched", "cosched", "lowpar", "slow", "timeout_s",
+            "boot_timeout_s", "tslice_ms", "domain", "case", "policy"}
+
+
+class LabError(Exception):
+    """A bad scenario, a missing package or a failed step: exit code 2."""
+
+
+def die(msg: str) -> None:
+    raise LabError(msg)
+
+
+def note(msg: str) -> None:
+    print(f"xen-lab: {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- scenario --
+
+def load_scenario(path: Path) -> dict:
+    """Read and validate a scenario file; every error names file, field, value and what is allowed."""
+    try:
+        sc = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        die(f"{path}: no such scenario file")
+    except tomllib.TOMLDecodeError as e:
+        die(f"{path}: not valid TOML: {e}")
+    return validate(sc, str(path))
+
+
+def validate(sc: dict, src: str) -> dict:
+    def bad(field: str, value, allowed: str):
+        die(f"{src}: {field} = {value!r}: {allowed}")
+
+    for k in sc:
+        if k not in TOP_KEYS:
+            bad(k, sc[k], f"unknown key; allowed: {', '.join(sorted(TOP_KEYS))}")
+    sc.setdefault("name", Path(src).stem)
+    sc.setdefault("pcpus", 4)
+    sc.setdefault("fast", 1)
+    sc.setdefault("sched", "credit")
+    sc.setdefault("cosched", "none")
+    sc.setdefault("lowpar", 0)
+    sc.setdefault("slow", "share")
+    sc.setdefault("timeout_s", 900)
+    sc.setdefault("boot_timeout_s", 420)
+    sc.setdefault("tslice_ms", 30)
+    p = sc["pcpus"]
+    if not isinstance(p, int) or not 1 <= p <= MAX_PCPUS - 1:
+        bad("pcpus", p, f"an integer 1..{MAX_PCPUS - 1} (the lab emulates at most {MAX_PCPUS} pCPUs, one is dom0's)")
+    if not isinstance(sc["fast"], int) or not 0 <= sc["fast"] <= p:
+        bad("fast", sc["fast"], f"an integer 0..pcpus ({p})")
+    if sc["sched"] not in SCHEDS:
+        bad("sched", sc["sched"], f"one of {', '.join(SCHEDS)}")
+    if sc["sched"] == "aash" and not 0 < sc["fast"] < p:
+        bad("fast", sc["fast"], f"AASH needs fast and slow pCPUs: 1..{p - 1}")
+    if sc["cosched"] not in COSCHEDS:
+        bad("cosched", sc["cosched"], f"one of {', '.join(COSCHEDS)}")
+    if sc["slow"] not in SLOW_MODES:
+        bad("slow", sc["slow"], f"one of {', '.join(SLOW_MODES)}")
+    if not isinstance(sc["lowpar"], int) or sc["lowpar"] < 0:
+        bad("lowpar", sc["lowpar"], "an integer >= 0")
+    if not isinstance(sc["tslice_ms"], int) or not 1 <= sc["tslice_ms"] <= 1000:
+        bad("tslice_ms", sc["tslice_ms"], "an integer 1..1000 (credit1's range)")
+    doms = sc.get("domain")
+    if not isinstance(doms, list) or not doms:
+        bad("domain", doms, "at least one [[domain]] table")
+    names = set()
+    for i, d in enumerate(doms):
+        f = f"domain[{i}]"
+        for k in d:
+            if k not in DOMAIN_KEYS:
+                bad(f"{f}.{k}", d[k], f"unknown key; allowed: {', '.join(sorted(DOMAIN_KEYS))}")
+        n = d.get("name")
+        if not isinstance(n, str) or not re.fullmatch(r"[a-z][a-z0-9-]{0,15}", n) or n in names:
+            bad(f"{f}.name", n, "a unique name of 1-16 characters a-z, 0-9, -")
+        names.add(n)
+        d.setdefault("vcpus", 1)
+        d.setdefault("weight", 256)
+        d.setdefault("memory", 128)
+        v = d["vcpus"]
+        if not isinstance(v, int) or not 1 <= v <= p:
+            bad(f"{f}.vcpus", v, f"an integer 1..pcpus ({p}): more vCPUs than the pool's emulated pCPUs is not run")
+        if not isinstance(d["weight"], int) or not 1 <= d["weight"] <= 65535:
+            bad(f"{f}.weight", d["weight"], "an integer 1..65535")
+        wl = d.get("workload")
+        if (not isinstance(wl, list) or not wl or not all(isinstance(a, str) and re.fullmatch(r"[A-Za-z0-9._=-]+", a) for a in wl)
+                or wl[0] not in ("spin", "phased", "barrier", "calibrate")):
+            bad(f"{f}.workload", wl, "a list of ampsched-workload arguments starting with spin | phased | barrier | calibrate")
+        fv = d.get("fast_vcpus")
+        if fv is not None and (not isinstance(fv, list) or not all(isinstance(x, int) and 0 <= x < v for x in fv)):
+            bad(f"{f}.fast_vcpus", fv, f"a list of vCPU ids 0..{v - 1}")
+        if d.get("prio", "low") not in ("low", "high"):
+            bad(f"{f}.prio", d["prio"], "low | high")
+        if d.get("type", "hit") not in ("hit", "con"):
+            bad(f"{f}.type", d["type"], "hit | con")
+        if d.get("type") == "con" and sc["cosched"] == "none":
+            bad(f"{f}.type", "con", "a CON domain needs cosched = cs | cds | pcs | bcs")
+        pin = d.get("pin")
+        if pin is not None and (not isinstance(pin, list) or len(pin) != v or not all(isinstance(x, int) and 0 <= x < p for x in pin)):
+            bad(f"{f}.pin", pin, f"one pool pCPU (0..{p - 1}) per vCPU ({v})")
+    if sum(d["vcpus"] for d in doms) > 4 * p:
+        bad("domain", f"{sum(d['vcpus'] for d in doms)} vCPUs", f"at most 4 x pcpus = {4 * p} vCPUs in all")
+    return sc
+
+
+# ------------------------------------------------------------ preparation --
+
+def require_host() -> None:
+    missing = [f"{pkg} (for {cmd})" for cmd, pkg in
+               (("qemu-system-x86_64", "qemu-system-x86"), ("cpio", "cpio"), ("flex", "flex"), ("bison", "bison"),
+                ("gcc", "gcc"), ("make", "make"), ("dpkg-deb", "dpkg"), ("apt-get", "apt"), ("cargo", "cargo (rustup)"))
+               if shutil.which(cmd) is None]
+    if not (Path("/bin/busybox").exists() or Path("/usr/bin/busybox").exists()):
+        missing.append("busybox-static (for busybox)")
+    if missing:
+        die(f"missing host packages: {', '.join(missing)}; install with: "
+            "apt-get install qemu-system-x86 cpio flex bison busybox-static")
+
+
+def step(script: str) -> None:
+    r = subprocess.run(["bash", str(LAB / script)])
+    if r.returncode != 0:
+        die(f"scripts/xen-lab/{script} failed (exit {r.returncode})")
+
+
+def prepare() -> None:
+    require_host()
+    step("fetch")
+    step("build")
+    step("images")
+    for f in ("xen", "vmlinuz-dom0", "dom0.cpio.gz"):
+        if not (OUT / f).exists():
+            die(f"{OUT / f} missing after prepare")
+
+
+def images_ready() -> None:
+    require_host()
+    for f in (XEN_IMAGE, OUT / "vmlinuz-dom0", OUT / "dom0.cpio.gz"):
+        if not f.exists():
+            die(f"{f} missing: run `scripts/xen-lab/lab.py prepare` first")
+
+
+# ------------------------------------------------------- dom0's scenario --
+
+def scenario_script(sc: dict) -> str:
+    """The shell script dom0 runs: pool, domains, start barrier, results, counters."""
+    p = sc["pcpus"]
+    pool_cpus = list(range(1, p + 1))
+    L = ["#!/bin/sh", "set -u", "export PATH=/usr/bin:/bin:/sbin",
+         "up() { cut -d' ' -f1 /proc/uptime; }",
+         "xl info | grep -E '^(nr_cpus|xen_version|xen_commandline)' | sed 's/^/AMPSCHED-INFO /'",
+         "xl sched-credit -s | sed 's/^/AMPSCHED-INFO /'",
+         f"xl cpupool-cpu-remove Pool-0 {','.join(map(str, pool_cpus))} || echo AMPSCHED-ERROR cpupool-cpu-remove",
+         f"xl cpupool-create 'name=\"guests\"' 'sched=\"credit\"' 'cpus=\"{pool_cpus[0]}-{pool_cpus[-1]}\"' "
+         "|| echo AMPSCHED-ERROR cpupool-create",
+         "POOLID=1",
+         f"xl sched-credit -p guests -t {sc['tslice_ms']} >/dev/null",
+         f"xl set-parameters sched_credit_pool=$POOLID:aash={'on' if sc['sched'] == 'aash' else 'off'}"
+         " || echo AMPSCHED-ERROR set-parameters sched_credit_pool"]
+    if sc["cosched"] != "none":
+        L.append(f"xl set-parameters sched_credit_pool=$POOLID:cosched={sc['cosched']}"
+                 " || echo AMPSCHED-ERROR set-parameters cosched")
+    for d in sc["domain"]:
+        n = d["name"]
+        wl = ",".join(d["workload"])
+        cfg = (f'name = "{n}"\ntype = "pv"\nkernel = "/guest/vmlinuz"\nramdisk = "/guest/initrd.gz"\n'
+               f'memory = {d["memory"]}\nvcpus = {d["vcpus"]}\npool = "guests"\non_poweroff = "preserve"\n'
+               f'extra = "console=hvc0 quiet loglevel=3 ampsched.name={n} ampsched.wl={wl}"\n')
+        L.append(f"cat > /tmp/{n}.cfg <<'CFG'\n{cfg}CFG")
+        L.append(f"xl create -p /tmp/{n}.cfg >/tmp/{n}.create 2>&1 || {{ echo AMPSCHED-ERROR xl create {n}; cat /tmp/{n}.create; }}")
+        L.append(f"xl sched-credit -d {n} -w {d['weight']}")
+        keys = []
+        if d.get("fast_vcpus") is not None:
+            keys.append("fast=" + (",".join(map(str, d["fast_vcpus"])) or "none"))
+        if d.get("prio"):
+            keys.append(f"prio={d['prio']}")
+        if d.get("type"):
+            keys.append(f"type={d['type']}")
+        if keys:
+            L.append(f"xl set-parameters sched_credit_dom=$(xl domid {n}):{':'.join(keys)}"
+                     f" || echo AMPSCHED-ERROR set-parameters sched_credit_dom {n}")
+        for i, pc in enumerate(d.get("pin") or []):
+            L.append(f"xl vcpu-pin {n} {i} {pc + 1}")
+    names = " ".join(d["name"] for d in sc["domain"])
+    L += [f"for n in {names}; do xl unpause $n; done",
+          # wait until every guest has booted and announced READY
+          "t0=$(up)",
+          f"for n in {names}; do",
+          "  while ! grep -q AMPSCHED-READY /var/log/xen/console/guest-$n.log 2>/dev/null; do",
+          "    sleep 0.5",
+          "    if [ $(awk -v a=$(up) -v b=$t0 'BEGIN{print (a-b>600)}') = 1 ]; then echo AMPSCHED-ERROR guest $n never READY; "
+          "cat /var/log/xen/console/guest-$n.log; break; fi",
+          "  done",
+          "done",
+          "xl debug-keys r; xl dmesg -c >/dev/null",  # counters start from here
+          f"for n in {names}; do T0=$(xl list $n | awk 'NR==2{{print $6}}'); eval \"CPU0_$(echo $n | tr - _)=$T0\"; done",
+          "START=$(up)",
+          f"for n in {names}; do echo go > $(xenstore-read /local/domain/$(xl domid $n)/console/tty); done",
+          "echo AMPSCHED-GO $START",
+          f"left=\"{names}\"",
+          "while [ -n \"$left\" ]; do",
+          "  rest=",
+          "  for n in $left; do",
+          "    if grep -q AMPSCHED-RESULT /var/log/xen/console/guest-$n.log; then",
+          "      NOW=$(up); CPU=$(xl list $n | awk 'NR==2{print $6}'); v=CPU0_$(echo $n | tr - _); eval C0=\\$$v",
+          "      echo \"AMPSCHED-DONE $n wall=$(awk -v a=$NOW -v b=$START 'BEGIN{print a-b}') cpu=$(awk -v a=$CPU -v b=$C0 'BEGIN{print a-b}')\"",
+          "      grep -E 'AMPSCHED-(RESULT|CALIB|STDERR)' /var/log/xen/console/guest-$n.log",
+          "    else rest=\"$rest $n\"; fi",
+          "  done",
+          "  left=$rest",
+          "  [ -n \"$left\" ] && sleep 0.5",
+          f"  if [ $(awk -v a=$(up) -v b=$START 'BEGIN{{print (a-b>{sc['timeout_s']})}}') = 1 ]; then echo AMPSCHED-ERROR timeout waiting for:$left; break; fi",
+          "done",
+          "xl debug-keys r",
+          "xl dmesg | grep -E 'ampsched' | sed 's/^/AMPSCHED-XEN /'",
+          "xl vcpu-list | sed 's/^/AMPSCHED-VCPU /'",
+          "xl cpupool-list | sed 's/^/AMPSCHED-INFO /'",
+          "echo AMPSCHED-END"]
+    return "\n".join(L) + "\n"
+
+
+# ------------------------------------------------------------------- boot --
+
+class Machine:
+    """One QEMU boot; killed (with its whole process group) on any exit."""
+
+    def __init__(self, sc: dict, workdir: Path):
+        self.sc = sc
+        self.dir = workdir
+        self.proc: subprocess.Popen | None = None
+        self.lines: list[str] = []
+        self.log = open(workdir / "console.log", "w")
+        atexit.register(self.kill)
+
+    def initrd(self) -> Path:
+        """dom0.cpio.gz with this run's /scenario.sh appended (concatenated gzip'd cpio archives)."""
+        d = self.dir / "overlay"
+        d.mkdir(exist_ok=True)
+        (d / "scenario.sh").write_text(scenario_script(self.sc))
+        (d / "scenario.sh").chmod(0o755)
+        extra = subprocess.run(["cpio", "-o", "-H", "newc", "--quiet", "-R", "0:0"], input=b"scenario.sh\n",
+                               cwd=d, capture_output=True, check=True).stdout
+        out = self.dir / "dom0-run.cpio.gz"
+        import gzip
+        with open(out, "wb") as f:
+            f.write((OUT / "dom0.cpio.gz").read_bytes())
+            f.write(gzip.compress(extra))
+        return out
+
+    def xen_cmdline(self) -> str:
+        sc = self.sc
+        fast = ",".join(str(1 + i) for i in range(sc["fast"])) if sc["fast"] else ""
+        a = ["console=com1", "com1=115200,8n1", "dom0_mem=512M,max:512M", "dom0_max_vcpus=1", "dom0_vcpus_pin",
+             "sched=credit", "smap=0", "smep=0", "conring_size=1m", "loglvl=all", "guest_loglvl=all"]
+        if fast:
+            a.append(f"sched_credit_fast_cpus={fast}")
+        if sc["lowpar"]:
+            a.append(f"sched_credit_aash_lowpar={sc['lowpar']}")
+        return " ".join(a)
+
+    def start(self) -> None:
+        n = self.sc["pcpus"] + 1
+        mem = 512 + sum(d["memory"] + 32 for d in self.sc["domain"]) + 256
+        self.qmp_path = self.dir / "qmp.sock"
+        cmd = ["qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max", "-smp", str(n), "-m", str(mem),
+               "-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
+               "-qmp", f"unix:{self.qmp_path},server=on,wait=off",
+               "-kernel", str(XEN_IMAGE), "-append", self.xen_cmdline(),
+               "-initrd", f"{OUT / 'vmlinuz-dom0'} console=hvc0 earlyprintk=xen panic=-1 loglevel=4,{self.initrd()}"]
+        (self.dir / "qemu.cmd").write_text(" ".join(cmd) + "\n")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.buf = b""
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        if not self.log.closed:
+            self.log.close()
+
+    def read_until(self, marker: str, timeout: float, what: str) -> None:
+        """Read console lines until one contains marker; a timeout or QEMU's exit names the last line."""
+        end = time.monotonic() + timeout
+        while True:
+            if any(marker in ln for ln in self.lines[-50:]):
+                return
+            left = end - time.monotonic()
+            if left <= 0:
+                last = next((ln for ln in reversed(self.lines) if ln.strip()), "(nothing)")
+                self.kill()
+                die(f"{what}: no `{marker}` within {timeout:.0f} s; last console line: {last!r} "
+                    f"(full log: {self.dir / 'console.log'})")
+            r, _, _ = select.select([self.proc.stdout], [], [], min(left, 1.0))
+            if r:
+                chunk = os.read(self.proc.stdout.fileno(), 65536)
+                if not chunk:
+                    last = next((ln for ln in reversed(self.lines) if ln.strip()), "(nothing)")
+                    self.proc.wait()
+                    die(f"{what}: QEMU exited (code {self.proc.returncode}) before `{marker}`; last console line: {last!r}")
+                self.buf += chunk
+                *done, self.buf = self.buf.split(b"\n")
+                for b in done:
+                    ln = b.decode(errors="replace").rstrip("\r")
+                    self.lines.append(ln)
+                    self.log.write(ln + "\n")
+                self.log.flush()
+
+    def qmp(self, command: str) -> object:
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(10)
+        for _ in range(100):
+            try:
+                s.connect(str(self.qmp_path))
+                break
+            except OSError:
+                time.sleep(0.1)
+        f = s.makefile("rw")
+        f.readline()
+        for c in ("qmp_capabilities", command):
+            f.write(json.dumps({"execute": c}) + "\n")
+            f.flush()
+            while True:
+                r = json.loads(f.readline())
+                if "return" in r or "error" in r:
+                    break
+        s.close()
+        if "error" in r:
+            die(f"QMP {command}: {r['error']}")
+        return r["return"]
+
+    def place_threads(self) -> dict:
+        """Make the declared fast pCPUs faster: fast pCPUs' QEMU threads get host CPU 1 to
+        themselves; dom0's and the slow pCPUs' threads share host CPU 0 (slow = "share")."""
+        cpus = self.qmp("query-cpus-fast")
+        tids = {c["cpu-index"]: c["thread-id"] for c in cpus}
+        host = sorted(os.sched_getaffinity(0))
+        placed = {}
+        if self.sc["slow"] == "share" and len(host) >= 2:
+            fast_idx = set(range(1, 1 + self.sc["fast"]))
+            for idx, tid in tids.items():
+                h = host[1] if idx in fast_idx else host[0]
+                os.sched_setaffinity(tid, {h})
+                placed[idx] = {"thread": tid, "host_cpu": h, "class": "fast" if idx in fast_idx else ("dom0" if idx == 0 else "slow")}
+        else:
+            placed = {idx: {"thread": tid, "host_cpu": None} for idx, tid in tids.items()}
+        return placed
+
+
+def host_lock():
+    f = open(LOCK, "a")
+    note(f"waiting for {LOCK}")
+    fcntl.flock(f, fcntl.LOCK_EX)
+    return f
+
+
+def boot_and_run(sc: dict, workdir: Path) -> dict:
+    """Boot, run the scenario, parse dom0's report. Raw results (no statistics)."""
+    images_ready()
+    workdir.mkdir(parents=True, exist_ok=True)
+    lk = host_lock()
+    load0 = os.getloadavg()
+    m = Machine(sc, workdir)
+    t0 = time.monotonic()
+    try:
+        m.start()
+        placed = m.place_threads()
+        m.read_until("AMPSCHED-DOM0-UP", sc["boot_timeout_s"], "boot")
+        boot_s = time.monotonic() - t0
+        m.read_until("AMPSCHED-END", sc["timeout_s"] + 700, "scenario")
+        m.read_until("AMPSCHED-DOM0-DONE", 120, "shutdown")
+    finally:
+        m.kill()
+        lk.close()
+    raw = parse_report(m.lines)
+    raw.update(boot_s=round(boot_s, 1), total_s=round(time.monotonic() - t0, 1), placement=placed,
+               loadavg_before=load0, loadavg_after=os.getloadavg(), xen_cmdline=m.xen_cmdline())
+    (workdir / "raw.json").write_text(json.dumps(raw, indent=1, sort_keys=True) + "\n")
+    return raw
+
+
+def parse_report(lines: list[str]) -> dict:
+    doms: dict[str, dict] = {}
+    xen, errors, calib, info = [], [], [], []
+    for ln in lines:
+        i = ln.find("AMPSCHED-")
+        if i < 0:
+            continue
+        ln = ln[i:]
+        tag, _, rest = ln.partition(" ")
+        if tag == "AMPSCHED-DONE":
+            n, *kv = rest.split()
+            doms.setdefault(n, {}).update({k: float(v) for k, v in (x.split("=") for x in kv)})
+        elif tag == "AMPSCHED-RESULT":
+            n, rc, js = rest.split(" ", 2)
+            d = doms.setdefault(n, {})
+            d["rc"] = int(rc.split("=")[1])
+            try:
+                d["result"] = json.loads(js)
+            except json.JSONDecodeError:
+                d["result"] = None
+        elif tag == "AMPSCHED-CALIB":
+            n, vc, un, js = rest.split(" ", 3)
+            try:
+                calib.append({"vcpu": int(vc.split("=")[1]), "units": int(un.split("=")[1]), **json.loads(js)})
+            except (json.JSONDecodeError, ValueError):
+                errors.append(f"bad calibration line: {ln}")
+        elif tag == "AMPSCHED-XEN":
+            xen.append(rest)
+        elif tag == "AMPSCHED-ERROR":
+            errors.append(rest)
+        elif tag == "AMPSCHED-INFO":
+            info.append(rest)
+    # counters: the last dump's ampsched-dom lines, by domain id
+    counters = {}
+    for x in xen:
+        mm = re.search(r"ampsched-dom: d=(\d+) (.*)", x)
+        if mm:
+            counters[int(mm.group(1))] = {k: v for k, v in (kv.split("=", 1) for kv in mm.group(2).split())}
+    return {"domains": doms, "xen": xen, "errors": errors, "calibration": calib, "info": info, "counters": counters}
+
+
+# ---------------------------------------------------------------- summary --
+
+def domain_counters(raw: dict, sc: dict) -> dict:
+    """Map the dump's per-domain-id counters to names (guests get ids 1.. in creation order)."""
+    out = {}
+    ids = sorted(k for k in raw["counters"] if k != 0 and k < 32767)
+    for d, i in zip(sc["domain"], ids):
+        out[d["name"]] = raw["counters"][i]
+    return out
+
+
+def summary(sc: dict, runs: list[dict], policy: str) -> dict:
+    """The simulator's summary.json shape: rows of experiment/case/subject/policy/metric/mean/min/max/runs/unit."""
+    per: dict[tuple[str, str, str], list[float]] = {}
+
+    def add(subject, metric, unit, v):
+        per.setdefault((subject, metric, unit), []).append(float(v))
+
+    for raw in runs:
+        cnt = domain_counters(raw, sc)
+        comps = []
+        for d in sc["domain"]:
+            n = d["name"]
+            r = raw["domains"].get(n, {})
+            res = r.get("result") or {}
+            if "elapsed_s" in res:
+                add(n, "completion_s", "s", res["elapsed_s"])
+                comps.append(res["elapsed_s"])
+            if "cpu" in r:
+                add(n, "cpu_s", "s", r["cpu"])
+            c = cnt.get(n)
+            if c:
+                f, s = int(c["fast_ms"]), int(c["slow_ms"])
+                if f + s:
+                    add(n, "fast_share", "fraction", f / (f + s))
+                add(n, "migrations", "count", int(c["migrations"]))
+                if "cosched_ops" in c:
+                    add(n, "cosched_ops", "count", int(c["cosched_ops"]))
+        if comps:
+            add("all", "completion_s", "s", max(comps))
+            if len(comps) > 1:
+                add("all", "stdev_completion_s", "s", statistics.stdev(comps))
+    rows = []
+    for (subject, metric, unit), vs in per.items():
+        rows.append({"experiment": sc["name"], "case": sc.get("case", "xen"), "subject": subject, "policy": policy,
+                     "metric": metric, "mean": sum(vs) / len(vs), "min": min(vs), "max": max(vs), "runs": len(vs),
+                     "unit": unit})
+    rows.sort(key=lambda r: (r["subject"] != "all", r["subject"], r["metric"]))
+    return {"schema": "ampsched.summary/1", "title": f"Xen lab: {sc['name']}", "rows": rows}
+
+
+def print_table(summ: dict) -> None:
+    print(f"{'subject':<10} {'metric':<20} {'mean':>10} {'min':>10} {'max':>10} unit")
+    for r in summ["rows"]:
+        print(f"{r['subject']:<10} {r['metric']:<20} {r['mean']:>10.3f} {r['min']:>10.3f} {r['max']:>10.3f} {r['unit']}")
+
+
+# --------------------------------------------------------------- commands --
+
+def cmd_run(path: Path, out: Path, runs: int = 1) -> dict:
+    sc = load_scenario(path)
+    images_ready()
+    rs = []
+    for k in range(runs):
+        raw = boot_and_run(sc, out / f"run{k}")
+        if raw["errors"]:
+            note("errors in dom0: " + "; ".join(raw["errors"]))
+        rs.append(raw)
+    s = summary(sc, rs, sc.get("policy", sc["sched"] if sc["cosched"] == "none" else sc["cosched"]))
+    s["load_average"] = [r["loadavg_before"] for r in rs]
+    (out / "summary.json").write_text(json.dumps(s, indent=1) + "\n")
+    print_table(s)
+    note(f"wrote {out / 'summary.json'}")
+    return s
+
+
+def calibrate(out: Path, pcpus: int = 4, fast: int = 1, units: int = 150) -> dict:
+    """Each pool pCPU's speed from inside a guest: one vCPU pinned per pCPU, all spinning at once."""
+    sc = validate({"name": "calibrate", "pcpus": pcpus, "fast": fast, "sched": "credit", "timeout_s": 900,
+                   "domain": [{"name": "calib", "vcpus": pcpus, "workload": ["calibrate", str(units)],
+                               "pin": list(range(pcpus))}]}, "calibrate")
+    raw = boot_and_run(sc, out)
+    rates = {}
+    for c in raw["calibration"]:
+        rates[c["vcpu"]] = c["units"] / c["elapsed_s"]
+    if len(rates) != pcpus:
+        die(f"calibration: got {len(rates)} of {pcpus} pCPU measurements; errors: {raw['errors']}")
+    f = [rates[i] for i in range(fast)]
+    s = [rates[i] for i in range(fast, pcpus)]
+    res = {"units_per_s": [rates[i] for i in range(pcpus)], "fast": fast,
+           "ratio": (sum(f) / len(f)) / (sum(s) / len(s)) if f and s else 1.0,
+           "slow_units_per_s": sum(s) / len(s) if s else sum(f) / len(f),
+           "loadavg": raw["loadavg_before"]}
+    (out / "calibration.json").write_text(json.dumps(res, indent=1) + "\n")
+    print(f"calibration: units/s per pool pCPU {['%.1f' % r for r in res['units_per_s']]}, "
+          f"fast/slow ratio {res['ratio']:.2f} (load average {res['loadavg'][0]:.2f})")
+    return res
+
+
+def smoke(out: Path) -> None:
+    """Structure only, no timing: patched scheduler running, both domains finish, counters read back,
+    AASH's fast-core share recorded."""
+    t0 = time.monotonic()
+    prepare()
+    sc = load_scenario(LAB / "scenarios" / "smoke.toml")
+    raw = boot_and_run(sc, out)
+    fails = []
+    if not any("credit1 with AASH" in x for x in raw["xen"]):
+        fails.append("xl dmesg has no `ampsched: credit1 with AASH` banner: the patched scheduler is not running")
+    if not any(re.search(r"pool1 AASH on", x) for x in raw["xen"]):
+        fails.append("AASH never switched on in the guests' pool (no `pool1 AASH on` in xl dmesg)")
+    for d in sc["domain"]:
+        r = raw["domains"].get(d["name"], {})
+        if r.get("rc") != 0 or not (r.get("result") or {}).get("elapsed_s"):
+            fails.append(f"domain {d['name']} did not finish its workload: {r}")
+    cnt = domain_counters(raw, sc)
+    if len(cnt) != len(sc["domain"]):
+        fails.append(f"counters for {len(cnt)} of {len(sc['domain'])} domains read back from `xl debug-keys r`")
+    for n, c in cnt.items():
+        for k in ("fast_ms", "slow_ms", "migrations", "fast_grants"):
+            if k not in c:
+                fails.append(f"domain {n}: counter {k} missing")
+        if int(c.get("fast_ms", 0)) + int(c.get("slow_ms", 0)) <= 0:
+            fails.append(f"domain {n}: no fast/slow time recorded")
+    if sum(int(c.get("fast_grants", 0)) for c in cnt.values()) <= 0:
+        fails.append("AASH granted no fast credits")
+    if raw["errors"]:
+        fails.append(f"dom0 reported errors: {raw['errors']}")
+    s = summary(sc, [raw], "aash")
+    (out / "summary.json").write_text(json.dumps(s, indent=1) + "\n")
+    if not any(r["metric"] == "fast_share" for r in s["rows"]):
+        fails.append("summary.json has no fast_share rows")
+    print_table(s)
+    el = time.monotonic() - t0
+    if fails:
+        for f in fails:
+            print(f"SMOKE FAIL: {f}", file=sys.stderr)
+        print(f"xen-lab smoke: 0 passed, {len(fails)} failed ({el:.0f} s)")
+        sys.exit(1)
+    print(f"xen-lab smoke: 1 passed, 0 failed ({el:.0f} s; boot {raw['boot_s']} s)")
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(prog="xen-lab", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("prepare")
+    r = sub.add_parser("run")
+    r.add_argument("scenario", type=Path)
+    r.add_argument("--out", type=Path)
+    r.add_argument("--runs", type=int, default=1)
+    c = sub.add_parser("calibrate")
+    c.add_argument("--out", type=Path)
+    c.add_argument("--pcpus", type=int, default=4)
+    c.add_argument("--fast", type=int, default=1)
+    s = sub.add_parser("smoke")
+    s.add_argument("--out", type=Path)
+    k = sub.add_parser("check")
+    k.add_argument("scenario", type=Path)
+    a = ap.parse_args(argv)
+    out = getattr(a, "out", None) or Path(tempfile.mkdtemp(prefix=f"xen-lab-{a.cmd}-"))
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: sys.exit(130))
+    try:
+        if a.cmd == "prepare":
+            prepare()
+        elif a.cmd == "check":
+            sc = load_scenario(a.scenario)
+            print(scenario_script(sc))
+        elif a.cmd == "run":
+            cmd_run(a.scenario, out, a.runs)
+        elif a.cmd == "calibrate":
+            calibrate(out, a.pcpus, a.fast)
+        elif a.cmd == "smoke":
+            smoke(out)
+    except LabError as e:
+        print(f"xen-lab: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
