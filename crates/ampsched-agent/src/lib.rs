@@ -7,6 +7,7 @@
 //! `sched_setaffinity`.
 //!
 //! Layers, bottom up:
+//! - [`error`]: the agent's error type (every layer reports with it);
 //! - [`procfs`]: parsing of `/proc` files and kept-open handles;
 //! - [`discovery`]: CPUs, capacities and classes (sysfs, config, probe);
 //! - [`sampler`]: per-CPU busy/idle/noise each period;
@@ -25,6 +26,7 @@ pub mod actuate;
 pub mod config;
 pub mod control;
 pub mod discovery;
+pub mod error;
 pub mod metrics;
 pub mod procfs;
 pub mod qmp;
@@ -35,30 +37,6 @@ pub mod signals;
 pub mod state;
 pub mod trace;
 
-use std::fmt;
-
 pub use control::{Agent, AgentOptions, LoopStats, Outcome};
 pub use discovery::{discover, Discovered, Overrides};
-
-/// An agent error: what was wrong, where, and what is allowed. Nothing on the
-/// machine has been changed when one is returned before the loop starts.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AgentError {
-    /// The message.
-    pub msg: String,
-}
-
-impl AgentError {
-    /// Build from a message.
-    pub fn new(msg: String) -> AgentError {
-        AgentError { msg }
-    }
-}
-
-impl fmt::Display for AgentError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.msg)
-    }
-}
-
-impl std::error::Error for AgentError {}
+pub use error::AgentError;

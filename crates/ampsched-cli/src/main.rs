@@ -1,11 +1,11 @@
 //! The `ampsched` command. Thin: parse arguments, call the library crates, print.
 
+use ampsched_lab::reproduce;
 use ampsched_model::spec::{Params, PolicySpec};
 use ampsched_policy::{DISPATCHERS, PLACERS};
 use ampsched_sim::bench;
-use ampsched_sim::experiment::parse_override;
-use ampsched_sim::reproduce;
 use ampsched_sim::runner::{run_all, run_one, Job};
+use ampsched_sim::scenario::vars::parse_override;
 use ampsched_sim::{Library, Scenario, SimOutput, SCHEMA};
 use clap::{Parser, Subcommand};
 use std::collections::BTreeMap;
@@ -211,7 +211,7 @@ fn traced_runs(
 ) -> Result<Vec<Result<ampsched_sim::RunResult, ampsched_sim::ScenarioError>>, String> {
     let mut out = Vec::new();
     for j in jobs {
-        let (r, bytes) = match ampsched_sim::trace::run_traced(j, Default::default()) {
+        let (r, bytes) = match ampsched_sim::runner::run_traced(j, Default::default()) {
             Ok(x) => x,
             Err(e) => return Err(e.to_string()),
         };

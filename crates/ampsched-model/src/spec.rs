@@ -101,10 +101,10 @@ pub struct ScenarioSpec {
     /// Timed changes to domains.
     #[serde(rename = "event", default)]
     pub events: Vec<EventSpec>,
-    /// Variable defaults (`${name}` references are substituted before parsing; see `ampsched_sim::experiment`).
+    /// Variable defaults (`${name}` references are substituted before parsing; see `ampsched_sim::scenario::vars`).
     #[serde(default, skip_serializing)]
     pub vars: Option<serde::de::IgnoredAny>,
-    /// What `ampsched reproduce` compares on this scenario (read by `ampsched_sim::experiment`).
+    /// What `ampsched reproduce` compares on this scenario (read by `ampsched_lab::experiment`).
     #[serde(default, skip_serializing)]
     pub experiment: Option<serde::de::IgnoredAny>,
 }

@@ -8,8 +8,8 @@
 
 use ampsched_model::spec::{Params, PolicySpec};
 use ampsched_policy::{DISPATCHERS, PLACERS};
-use ampsched_sim::runner::{run_one, Job};
-use ampsched_sim::trace::{run_traced, TraceOptions};
+use ampsched_sim::runner::{run_one, run_traced, Job};
+use ampsched_sim::trace::TraceOptions;
 use ampsched_sim::{Library, Scenario, SimOutput, SCHEMA};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;

@@ -5,10 +5,7 @@
 
 pub mod bench;
 pub mod engine;
-pub mod experiment;
 pub mod library;
-pub mod report;
-pub mod reproduce;
 pub mod results;
 pub mod runner;
 pub mod scenario;

@@ -1,8 +1,14 @@
-//! Running several simulations in parallel on all cores, results in order.
+//! Running simulations of scenarios: one (optionally traced), or several in
+//! parallel on all cores with results in order.
+//!
+//! May import: the engine, scenario loading, results and the trace
+//! recorder's options. Must never import anything in `ampsched-lab` (which
+//! calls this module) and is imported by no module of the engine.
 
 use crate::engine::Sim;
 use crate::results::RunResult;
 use crate::scenario::{Scenario, ScenarioError};
+use crate::trace::TraceOptions;
 use ampsched_model::spec::PolicySpec;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -53,4 +59,13 @@ where
         }
     });
     slots.into_iter().map(|m| m.into_inner().expect("slot").expect("every job ran")).collect()
+}
+
+/// Run one job with a trace: its results (equal to an untraced run's) and the trace bytes.
+pub fn run_traced(job: &Job, opts: TraceOptions) -> Result<(RunResult, Vec<u8>), ScenarioError> {
+    if opts.sample_period.0 == 0 {
+        return Err(ScenarioError::plain(&job.scenario.file, "", "the trace sampling period must be > 0".into()));
+    }
+    let cfg = job.scenario.config(job.seed, job.dispatcher.as_ref(), job.placer.as_ref())?;
+    Ok(Sim::new(cfg).run_traced(opts))
 }

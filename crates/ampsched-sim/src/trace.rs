@@ -26,11 +26,11 @@
 //!
 //! Units: timestamps are simulated nanoseconds from 0 (Perfetto's default
 //! boot-time clock); frequencies are kHz as in the kernel's `cpu_frequency`.
+//!
+//! May import: `ampsched-perfetto`, the model and policy vocabularies. Must
+//! never import the engine, the runner or scenario loading: the engine calls
+//! the recorder, and `runner::run_traced` runs a scenario with a trace.
 
-use crate::engine::Sim;
-use crate::results::RunResult;
-use crate::runner::Job;
-use crate::scenario::ScenarioError;
 use ampsched_model::{CpuId, Nanos, TaskId};
 use ampsched_perfetto::{PrevState, ThreadRef, TraceWriter, IDLE};
 use ampsched_policy::{DomainView, TaskView};
@@ -235,19 +235,4 @@ impl TraceRecorder {
     pub(crate) fn finish(self) {
         *self.sink.0.lock().unwrap_or_else(|e| e.into_inner()) = self.w.finish();
     }
-}
-
-/// Run one job with a trace: its results (equal to an untraced run's) and the trace bytes.
-pub fn run_traced(job: &Job, opts: TraceOptions) -> Result<(RunResult, Vec<u8>), ScenarioError> {
-    if opts.sample_period.0 == 0 {
-        return Err(ScenarioError {
-            file: job.scenario.file.clone(),
-            line: None,
-            col: None,
-            path: String::new(),
-            msg: "the trace sampling period must be > 0".into(),
-        });
-    }
-    let cfg = job.scenario.config(job.seed, job.dispatcher.as_ref(), job.placer.as_ref())?;
-    Ok(Sim::new(cfg).run_traced(opts))
 }

@@ -3,8 +3,8 @@
 //! counts against the simulator's own figures (run time, migrations, noise).
 
 use ampsched_model::Nanos;
-use ampsched_sim::runner::{run_one, Job};
-use ampsched_sim::trace::{run_traced, TraceOptions};
+use ampsched_sim::runner::{run_one, run_traced, Job};
+use ampsched_sim::trace::TraceOptions;
 use ampsched_sim::{Library, RunResult, Scenario};
 use std::collections::BTreeMap;
 

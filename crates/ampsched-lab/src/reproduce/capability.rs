@@ -27,8 +27,8 @@ use super::{migrations, row, secs, speedups, EmbeddedFile, Runs, Study};
 use crate::experiment::Case;
 use crate::report::svg::{BarChart, BarSeries, Chart, LineChart, LineSeries, LineStyle};
 use crate::report::{cell, cell_pm, Report, Row, Section, Stat, Table};
-use crate::results::RunResult;
 use ampsched_model::program::Op;
+use ampsched_sim::results::RunResult;
 
 /// The study's experiment files, embedded.
 pub const FILES: &[EmbeddedFile] = &[

@@ -1,8 +1,8 @@
 //! `ampsched reproduce aash`: the experiment files load, the study's rows and
 //! report are computed from the runs, and the same seeds give the same bytes.
 
-use ampsched_sim::experiment::Experiment;
-use ampsched_sim::reproduce::{self, aash, Options};
+use ampsched_lab::experiment::Experiment;
+use ampsched_lab::reproduce::{self, aash, Options};
 use ampsched_sim::Library;
 
 fn fair_only() -> Options {

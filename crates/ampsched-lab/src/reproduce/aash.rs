@@ -5,7 +5,7 @@
 use super::{completion_s, row, secs, speedups, EmbeddedFile, Runs, Study};
 use crate::report::svg::{BarChart, BarSeries, Chart, LineChart, LineSeries, LineStyle};
 use crate::report::{cell, cell_pm, Report, Row, Section, Stat, Table};
-use crate::results::{DomainResult, RunResult};
+use ampsched_sim::results::{DomainResult, RunResult};
 
 /// The study's experiment files, embedded.
 pub const FILES: &[EmbeddedFile] = &[
@@ -96,7 +96,7 @@ impl Subject {
     }
     /// (blocked s, remote migrations) of the subject in one run.
     fn blocked_remote(&self, r: &RunResult) -> (f64, f64) {
-        let sum = |f: &dyn Fn(&crate::results::TaskResult) -> bool| {
+        let sum = |f: &dyn Fn(&ampsched_sim::results::TaskResult) -> bool| {
             let ts = r.tasks.iter().filter(|t| f(t));
             ts.fold((0.0, 0.0), |a, t| (a.0 + secs(t.blocked_ns), a.1 + t.migrations_remote as f64))
         };

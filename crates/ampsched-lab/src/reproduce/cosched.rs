@@ -19,8 +19,8 @@
 use super::{completion_s, row, secs, speedups, EmbeddedFile, Runs, Study};
 use crate::report::svg::{BarChart, BarSeries, Chart, LineChart, LineSeries, LineStyle};
 use crate::report::{cell, cell_pm, Report, Row, Section, Stat, Table};
-use crate::results::RunResult;
 use ampsched_model::spec::CoschedType;
+use ampsched_sim::results::RunResult;
 
 /// The study's experiment files, embedded.
 pub const FILES: &[EmbeddedFile] = &[

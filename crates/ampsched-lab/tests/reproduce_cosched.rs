@@ -3,9 +3,9 @@
 //! the report promises with metrics that behave as the mechanisms say, and
 //! the same seeds give the same bytes.
 
-use ampsched_sim::experiment::Experiment;
-use ampsched_sim::report::{Report, Row};
-use ampsched_sim::reproduce::{self, cosched, Options};
+use ampsched_lab::experiment::Experiment;
+use ampsched_lab::report::{Report, Row};
+use ampsched_lab::reproduce::{self, cosched, Options};
 use ampsched_sim::Library;
 
 /// Run the cosched study on the experiment of `file`, only `cases`, one seed.

@@ -5,74 +5,34 @@
 //! from serde (unknown fields, wrong types, bad enum values); semantic errors
 //! (unknown model or policy, out-of-range numbers) are located by walking the
 //! same path in a span-keeping TOML parse.
+//!
+//! What it may import: the engine (`SimConfig`, `TaskInit`, `Stop`,
+//! `DomainChange` — the types a run is configured with), the model library,
+//! the model and policy crates. What it must never import: the runner, the
+//! trace recorder, or anything in `ampsched-lab`; the engine never imports
+//! scenario loading (a scenario is one way to build a `SimConfig`; tests and
+//! the Python bindings build them directly too).
+//!
+//! Rooms: `error` (the error type and field-path location; the bottom),
+//! `vars` (`[vars]`/`${name}` substitution; imports `error` only), and this
+//! module (validation and building `SimConfig`s; imports both).
+
+pub mod error;
+pub mod vars;
+
+pub use crate::engine::{DomainChange, Stop};
+pub use error::ScenarioError;
 
 use crate::engine::{SimConfig, TaskInit};
 use crate::library::Library;
-use ampsched_model::spec::{CoschedType, DomainSpec, Params, PolicySpec, PriorityClass, ScenarioSpec, WorkloadSpec};
+use ampsched_model::spec::{DomainSpec, Params, PolicySpec, ScenarioSpec, WorkloadSpec};
 use ampsched_model::topology::CacheSpec;
 use ampsched_model::{CpuClass, CpuId, CpuInfo, CpuSet, DomainId, ModelError, Nanos, NoiseSpec, Program, Topology};
 use ampsched_policy::{dispatcher_by_name, placer_by_name, DomainView};
+use error::{error_at, line_col};
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
-
-/// When a run stops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stop {
-    /// After exactly this much simulated time.
-    Duration(Nanos),
-    /// When every program is done, or at `max`.
-    AllDone {
-        /// Upper bound.
-        max: Nanos,
-    },
-}
-
-/// A timed change to a domain.
-#[derive(Clone, Debug, Default)]
-pub struct DomainChange {
-    /// New co-scheduling type.
-    pub cosched: Option<CoschedType>,
-    /// New priority class.
-    pub priority: Option<PriorityClass>,
-    /// New weight.
-    pub weight: Option<u32>,
-}
-
-/// A scenario error, located in its file.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ScenarioError {
-    /// The file.
-    pub file: String,
-    /// 1-based line, when known.
-    pub line: Option<usize>,
-    /// 1-based column, when known.
-    pub col: Option<usize>,
-    /// Field path (may be empty).
-    pub path: String,
-    /// What is wrong and what is allowed.
-    pub msg: String,
-}
-
-impl fmt::Display for ScenarioError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file)?;
-        if let Some(l) = self.line {
-            write!(f, ":{l}")?;
-            if let Some(c) = self.col {
-                write!(f, ":{c}")?;
-            }
-        }
-        if self.path.is_empty() {
-            write!(f, ": {}", self.msg)
-        } else {
-            write!(f, ": field `{}`: {}", self.path, self.msg)
-        }
-    }
-}
-
-impl std::error::Error for ScenarioError {}
 
 /// A loaded and validated scenario.
 #[derive(Clone, Debug)]
@@ -115,13 +75,6 @@ pub const DEFAULT_MAX_S: f64 = 3600.0;
 /// Noise above this fraction would leave a CPU all but dead.
 pub const MAX_NOISE: f64 = 0.95;
 
-/// An error at a field path, located in `text` when the path is found there.
-fn error_at(text: &str, file: &str, path: &str, msg: String) -> ScenarioError {
-    let (line, col) =
-        locate(text, path).map(|o| line_col(text, o)).map(|(l, c)| (Some(l), Some(c))).unwrap_or((None, None));
-    ScenarioError { file: file.into(), line, col, path: path.into(), msg }
-}
-
 /// The field path a policy error points at: `{kind}.name` or `{kind}.{param}`.
 fn policy_path(kind: &str, e: &ampsched_policy::PolicyError) -> String {
     if e.param.is_empty() {
@@ -129,90 +82,6 @@ fn policy_path(kind: &str, e: &ampsched_policy::PolicyError) -> String {
     } else {
         format!("{kind}.{}", e.param)
     }
-}
-
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let off = offset.min(text.len());
-    let before = &text[..off];
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map(|s| s.chars().count()).unwrap_or(0) + 1;
-    (line, col)
-}
-
-/// Find the byte offset of a dotted path (`a.b[2].c`) in TOML text.
-fn locate(text: &str, path: &str) -> Option<usize> {
-    let doc = toml_edit::ImDocument::parse(text.to_string()).ok()?;
-    let mut segs = Vec::new();
-    for part in path.split('.') {
-        let (key, rest) = match part.find('[') {
-            Some(i) => (&part[..i], &part[i..]),
-            None => (part, ""),
-        };
-        segs.push((key.to_string(), None));
-        for idx in rest.split('[').skip(1) {
-            if let Ok(i) = idx.trim_end_matches(']').parse::<usize>() {
-                segs.push((String::new(), Some(i)));
-            }
-        }
-    }
-    enum Node<'a> {
-        Item(&'a toml_edit::Item),
-        Value(&'a toml_edit::Value),
-        Table(&'a toml_edit::Table),
-    }
-    let mut node = Node::Table(doc.as_table());
-    let mut best: Option<usize> = None;
-    for (key, idx) in segs {
-        let next = match (&node, idx) {
-            (Node::Table(t), None) => {
-                if let Some((k, _)) = t.get_key_value(&key) {
-                    best = k.span().map(|s| s.start).or(best);
-                }
-                t.get(&key).map(Node::Item)
-            }
-            (Node::Item(it), None) => match it {
-                toml_edit::Item::Table(t) => {
-                    if let Some((k, _)) = t.get_key_value(&key) {
-                        best = k.span().map(|s| s.start).or(best);
-                    }
-                    t.get(&key).map(Node::Item)
-                }
-                toml_edit::Item::Value(toml_edit::Value::InlineTable(t)) => {
-                    if let Some((k, _)) = t.get_key_value(&key) {
-                        best = k.span().map(|s| s.start).or(best);
-                    }
-                    t.get(&key).map(Node::Value)
-                }
-                _ => None,
-            },
-            (Node::Value(toml_edit::Value::InlineTable(t)), None) => {
-                if let Some((k, _)) = t.get_key_value(&key) {
-                    best = k.span().map(|s| s.start).or(best);
-                }
-                t.get(&key).map(Node::Value)
-            }
-            (Node::Item(toml_edit::Item::ArrayOfTables(a)), Some(i)) => a.get(i).map(|t| {
-                best = t.span().map(|s| s.start).or(best);
-                Node::Table(t)
-            }),
-            (Node::Item(toml_edit::Item::Value(toml_edit::Value::Array(a))), Some(i))
-            | (Node::Value(toml_edit::Value::Array(a)), Some(i)) => a.get(i).map(|v| {
-                best = v.span().map(|s| s.start).or(best);
-                Node::Value(v)
-            }),
-            _ => None,
-        };
-        match next {
-            Some(n) => {
-                if let Node::Item(toml_edit::Item::Value(v)) = &n {
-                    best = v.span().map(|s| s.start).or(best);
-                }
-                node = n;
-            }
-            None => break,
-        }
-    }
-    best
 }
 
 impl Scenario {
@@ -228,13 +97,8 @@ impl Scenario {
         set: &BTreeMap<String, toml::Value>,
     ) -> Result<Scenario, ScenarioError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-            file: file.clone(),
-            line: None,
-            col: None,
-            path: String::new(),
-            msg: format!("cannot read the scenario file: {e}"),
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ScenarioError::plain(&file, "", format!("cannot read the scenario file: {e}")))?;
         let stem = path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
         Scenario::parse_with(&text, &file, &stem, lib, set)
     }
@@ -253,7 +117,7 @@ impl Scenario {
         lib: &Library,
         set: &BTreeMap<String, toml::Value>,
     ) -> Result<Scenario, ScenarioError> {
-        let text = &crate::experiment::substitute(text, file, set)?;
+        let text = &vars::substitute(text, file, set)?;
         let spec: ScenarioSpec = toml::from_str(text).map_err(|e| {
             let (line, col) =
                 e.span().map(|s| line_col(text, s.start)).map(|(l, c)| (Some(l), Some(c))).unwrap_or((None, None));
@@ -350,12 +214,8 @@ impl Scenario {
         let dspec = dispatcher.unwrap_or(&self.dispatcher);
         let pspec = placer.unwrap_or(&self.placer);
         // Overrides come from the caller, not the file: no line to point at.
-        let policy_err = |kind: &str, e: ampsched_policy::PolicyError| ScenarioError {
-            file: self.file.clone(),
-            line: None,
-            col: None,
-            path: policy_path(kind, &e),
-            msg: e.msg,
+        let policy_err = |kind: &str, e: ampsched_policy::PolicyError| {
+            ScenarioError::plain(&self.file, &policy_path(kind, &e), e.msg)
         };
         let disp =
             dispatcher_by_name(&dspec.name, &dspec.params, &self.topo).map_err(|e| policy_err("dispatcher", e))?;

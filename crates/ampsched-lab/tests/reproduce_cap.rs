@@ -3,12 +3,12 @@
 //! give the rows, sections and figures the reports promise, with metrics that
 //! behave as the mechanisms say.
 
-use ampsched_sim::experiment::Experiment;
-use ampsched_sim::reproduce::{self, capability, study, Options};
+use ampsched_lab::experiment::Experiment;
+use ampsched_lab::reproduce::{self, capability, study, Options};
 use ampsched_sim::Library;
 
 /// The mean of row `case/subject/policy/metric` of a report.
-fn mean(rep: &ampsched_sim::report::Report, case: &str, subject: &str, policy: &str, metric: &str) -> f64 {
+fn mean(rep: &ampsched_lab::report::Report, case: &str, subject: &str, policy: &str, metric: &str) -> f64 {
     rep.rows
         .iter()
         .find(|r| r.case == case && r.subject == subject && r.policy == policy && r.metric == metric)
@@ -163,7 +163,7 @@ fn static_npb_barrier_kernels_gain_nothing_from_rotation_while_ep_gains() {
     let para: String = rep.sections[0]
         .blocks
         .iter()
-        .filter_map(|b| if let ampsched_sim::report::Block::Para(s) = b { Some(s.as_str()) } else { None })
+        .filter_map(|b| if let ampsched_lab::report::Block::Para(s) = b { Some(s.as_str()) } else { None })
         .collect();
     assert!(para.contains("cg") && para.contains("barrier-bound") && para.contains("single region"), "{para}");
 }

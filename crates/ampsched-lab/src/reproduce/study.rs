@@ -30,7 +30,7 @@ use super::capability::spread_pct;
 use super::{migrations, row, secs, EmbeddedFile, Runs, Study};
 use crate::report::svg::{Chart, LineChart, LineSeries, LineStyle};
 use crate::report::{cell, cell_pm, Report, Row, Section, Stat, Table};
-use crate::results::RunResult;
+use ampsched_sim::results::RunResult;
 
 /// The study's experiment files, embedded.
 pub const FILES: &[EmbeddedFile] =
@@ -82,7 +82,7 @@ fn throughput(r: &RunResult) -> f64 {
 
 /// A case that runs for a fixed time (its figure of merit is throughput).
 fn duration_bounded(runs: &Runs, c: usize) -> bool {
-    matches!(runs.exp.cases[c].scenario.stop, crate::scenario::Stop::Duration(_))
+    matches!(runs.exp.cases[c].scenario.stop, ampsched_sim::scenario::Stop::Duration(_))
 }
 
 /// Performance of one run, higher is better: throughput for a

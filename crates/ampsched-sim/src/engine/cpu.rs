@@ -1,0 +1,140 @@
+//! CPU accounting: each simulated CPU's state (what runs, its slice timer,
+//! its noise) and where its time went (busy, idle, stolen by noise), in
+//! total and since the placer's last period; and the machine-wide "a fast
+//! CPU idles while a slow one is busy" time.
+//!
+//! Units: nanoseconds of wall time; noise is the share of a CPU's time that
+//! is stolen (it counts neither as busy nor idle).
+//!
+//! May import: the model (`CpuInfo`, `NoiseSpec`). Must never import the
+//! event loop, tasks, the dispatcher or placer bridges: the engine tells a
+//! CPU when its state changes; this room only keeps its books.
+
+use ampsched_model::{CpuInfo, Nanos, NoiseSpec, TaskId};
+
+/// One simulated CPU.
+pub(super) struct Cpu {
+    pub(super) class: usize,
+    pub(super) speed: f64,
+    pub(super) fast: bool,
+    pub(super) curr: Option<TaskId>,
+    /// When the current slice ends (`Nanos::MAX`: no slice).
+    pub(super) slice_at: Nanos,
+    /// Time of the earliest pending `SliceEnd` event of this CPU (`Nanos::MAX`: none).
+    pub(super) slice_ev_at: Nanos,
+    pub(super) tick_armed: bool,
+    /// This CPU's slice end was put behind a compute completing at the same instant.
+    pub(super) slice_deferred: bool,
+    pub(super) resched_pending: bool,
+    pub(super) noise: f64,
+    pub(super) noise_on: bool,
+    pub(super) acc_since: Nanos,
+    pub(super) busy: f64,
+    pub(super) idle: f64,
+    pub(super) noise_t: f64,
+    pub(super) p_busy: f64,
+    pub(super) p_idle: f64,
+    pub(super) p_noise: f64,
+}
+
+impl Cpu {
+    /// A CPU as configured (`fast`: of the fast class on an asymmetric machine).
+    pub(super) fn new(c: &CpuInfo, fast: bool) -> Cpu {
+        Cpu {
+            class: c.class,
+            speed: c.speed,
+            fast,
+            curr: None,
+            slice_at: Nanos::MAX,
+            slice_ev_at: Nanos::MAX,
+            tick_armed: false,
+            slice_deferred: false,
+            resched_pending: false,
+            noise: match c.noise {
+                NoiseSpec::None => 0.0,
+                NoiseSpec::Constant { fraction } => fraction,
+                NoiseSpec::Bursty { fraction_off, .. } => fraction_off,
+            },
+            noise_on: false,
+            acc_since: Nanos::ZERO,
+            busy: 0.0,
+            idle: 0.0,
+            noise_t: 0.0,
+            p_busy: 0.0,
+            p_idle: 0.0,
+            p_noise: 0.0,
+        }
+    }
+
+    /// Account this CPU's time up to `now` as busy or idle (less noise).
+    pub(super) fn flush(&mut self, now: Nanos) {
+        let dt = (now - self.acc_since).0 as f64;
+        if dt == 0.0 {
+            return;
+        }
+        self.acc_since = now;
+        let n = dt * self.noise;
+        self.noise_t += n;
+        self.p_noise += n;
+        if self.curr.is_some() {
+            self.busy += dt - n;
+            self.p_busy += dt - n;
+        } else {
+            self.idle += dt - n;
+            self.p_idle += dt - n;
+        }
+    }
+}
+
+/// Time during which at least one fast CPU idles while a slow CPU is busy.
+pub(super) struct FastIdleSlowBusy {
+    idle_fast: u32,
+    busy_slow: u32,
+    asymmetric: bool,
+    since: Nanos,
+    /// Total so far (closed intervals).
+    pub(super) ns: u64,
+}
+
+impl FastIdleSlowBusy {
+    /// All CPUs idle: `fast` of them fast, on an `asymmetric` machine.
+    pub(super) fn new(fast: u32, asymmetric: bool) -> Self {
+        FastIdleSlowBusy { idle_fast: fast, busy_slow: 0, asymmetric, since: Nanos::ZERO, ns: 0 }
+    }
+
+    /// A CPU (`fast` or not) became busy (`busy`) or idle at `now`.
+    pub(super) fn changed(&mut self, fast: bool, busy: bool, now: Nanos) {
+        let before = self.holds();
+        if fast {
+            if busy {
+                self.idle_fast -= 1;
+            } else {
+                self.idle_fast += 1;
+            }
+        } else if self.asymmetric {
+            if busy {
+                self.busy_slow += 1;
+            } else {
+                self.busy_slow -= 1;
+            }
+        }
+        let after = self.holds();
+        if before && !after {
+            self.ns += (now - self.since).0;
+        } else if !before && after {
+            self.since = now;
+        }
+    }
+
+    /// Whether the condition holds now.
+    fn holds(&self) -> bool {
+        self.idle_fast > 0 && self.busy_slow > 0
+    }
+
+    /// Close an open interval at the end of the run.
+    pub(super) fn finish(&mut self, now: Nanos) {
+        if self.holds() {
+            self.ns += (now - self.since).0;
+        }
+    }
+}

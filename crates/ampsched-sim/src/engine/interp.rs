@@ -1,0 +1,327 @@
+//! The program interpreter: runs a task's ops from its pc until it needs CPU
+//! time (compute, spin, busy), waits (sleep, timer, a sync object), or ends;
+//! and releases the tasks a sync object hands over to.
+//!
+//! Blocking waits make a task not runnable (an idle vCPU); spinning waits
+//! keep it runnable and burn CPU; lock-holder preemption emerges because the
+//! engine knows who holds what.
+//!
+//! May import: `Sim`, the bottom rooms (`sync`, `task`, `clock`, `random`).
+//! Must never import the placer bridge or statistics.
+
+use super::clock::{Ev, Pending};
+use super::random;
+use super::sync::SyncKey;
+use super::task::{Act, St};
+use super::{Sim, Stop};
+use ampsched_model::{CpuId, Nanos, Op, Schedule, TaskId, Wait};
+
+/// How a task left the interpreter.
+pub(super) enum Outcome {
+    /// It is using its CPU (computing, spinning or busy).
+    Busy,
+    /// It waits, not runnable.
+    Blocked,
+    /// Its program ended.
+    Done,
+}
+
+impl Sim {
+    /// Start `work` (ns at speed 1.0) of computing with these memory traits: a
+    /// compute op, or a chunk of a parallel loop.
+    pub(super) fn start_compute(&mut self, t: TaskId, work: u64, mem: f64, ws_kb: u32, overlap: f64) -> Outcome {
+        let tk = &mut self.tasks[t.idx()];
+        tk.work_left = work as f64;
+        tk.mem = mem;
+        tk.ws_kb = ws_kb;
+        tk.overlap = overlap;
+        tk.act = Act::Compute;
+        self.replan(t);
+        Outcome::Busy
+    }
+
+    /// Interpret ops from pc until the task needs time, waits, or ends.
+    pub(super) fn exec(&mut self, t: TaskId, _c: CpuId) -> Outcome {
+        loop {
+            let tk = &mut self.tasks[t.idx()];
+            let op = tk.prog.ops[tk.pc as usize].clone();
+            match op {
+                Op::Compute { work, mem, ws_kb, overlap } => {
+                    if work.0 == 0 {
+                        tk.pc += 1;
+                        continue;
+                    }
+                    return self.start_compute(t, work.0, mem, ws_kb, overlap);
+                }
+                Op::LoopStart { count, .. } => {
+                    tk.loops.push(count);
+                    tk.pc += 1;
+                }
+                Op::LoopEnd { start } => {
+                    let top = tk.loops.last_mut().expect("loop stack");
+                    *top -= 1;
+                    if *top > 0 {
+                        tk.pc = start + 1;
+                    } else {
+                        tk.loops.pop();
+                        tk.pc += 1;
+                    }
+                }
+                Op::Sleep { dur } => {
+                    tk.pc += 1;
+                    tk.sleep_gen = tk.sleep_gen.wrapping_add(1);
+                    let g = tk.sleep_gen;
+                    self.push(self.now + dur, Ev::Wake(t, g));
+                    return Outcome::Blocked;
+                }
+                Op::SleepExp { mean } => {
+                    tk.pc += 1;
+                    tk.sleep_gen = tk.sleep_gen.wrapping_add(1);
+                    let g = tk.sleep_gen;
+                    // Exponential by inversion from the run's seeded generator.
+                    let dur = random::exponential(&mut self.rng, mean);
+                    self.push(self.now + dur, Ev::Wake(t, g));
+                    return Outcome::Blocked;
+                }
+                Op::End => {
+                    self.set_state(t, St::Done);
+                    self.tasks[t.idx()].done_at = Some(self.now);
+                    self.live -= 1;
+                    if self.live == 0 {
+                        if let Stop::AllDone { .. } = self.stop {
+                            self.finished = true;
+                        }
+                    }
+                    return Outcome::Done;
+                }
+                Op::Barrier { id, wait } => {
+                    let key = SyncKey::Barrier(tk.group, id);
+                    if let Some(o) = self.barrier_arrive(t, key, wait) {
+                        return o;
+                    }
+                }
+                Op::BarrierN { id, parties, wait } => {
+                    let key = SyncKey::Barrier(tk.group, id);
+                    if let Some(o) = self.barrier_arrive_n(t, key, parties, wait) {
+                        return o;
+                    }
+                }
+                Op::Runtime { dur } => {
+                    if dur.0 == 0 {
+                        tk.pc += 1;
+                        continue;
+                    }
+                    tk.act = Act::Busy { until: self.now + dur };
+                    self.replan(t);
+                    return Outcome::Busy;
+                }
+                Op::Timer { id, period, relative, start } => {
+                    let now = self.now;
+                    let obj = self.sync.entry(SyncKey::Timer(tk.group, id)).or_default();
+                    if !obj.init {
+                        obj.init = true;
+                        obj.at = start;
+                    }
+                    obj.at += period;
+                    let at = obj.at;
+                    if now >= at && relative {
+                        obj.at = now;
+                    }
+                    tk.pc += 1;
+                    if now < at {
+                        tk.sleep_gen = tk.sleep_gen.wrapping_add(1);
+                        let g = tk.sleep_gen;
+                        self.push(at, Ev::Wake(t, g));
+                        return Outcome::Blocked;
+                    }
+                }
+                Op::CondWait { id, wait } => {
+                    let obj = self.sync.entry(SyncKey::Cond(tk.group, id)).or_default();
+                    obj.waiters.push_back(t);
+                    return self.enter_wait(t, wait);
+                }
+                Op::CondSignal { id, broadcast } => {
+                    tk.pc += 1;
+                    let obj = self.sync.entry(SyncKey::Cond(tk.group, id)).or_default();
+                    let n = if broadcast { obj.waiters.len() } else { obj.waiters.len().min(1) };
+                    let ws: Vec<TaskId> = obj.waiters.drain(..n).collect();
+                    for w in ws {
+                        self.release(w);
+                    }
+                }
+                Op::Affinity { mask } => {
+                    tk.pc += 1;
+                    if self.views[t.idx()].affinity != mask {
+                        self.views[t.idx()].affinity = mask;
+                        let mut fx = std::mem::take(&mut self.fx);
+                        self.disp.affinity_changed(&view!(self), t, &mut fx);
+                        self.fx = fx;
+                        self.flush_fx();
+                    }
+                }
+                Op::Lock { id, wait } => {
+                    let key = SyncKey::Lock(tk.group, id);
+                    let obj = self.sync.entry(key).or_default();
+                    if obj.owner.is_none() {
+                        obj.owner = Some(t);
+                        self.tasks[t.idx()].pc += 1;
+                    } else {
+                        debug_assert_ne!(obj.owner, Some(t), "{t} re-locks a lock it holds");
+                        obj.waiters.push_back(t);
+                        return self.enter_wait(t, wait);
+                    }
+                }
+                Op::Unlock { id } => {
+                    let key = SyncKey::Lock(tk.group, id);
+                    tk.pc += 1;
+                    let obj = self.sync.entry(key).or_default();
+                    debug_assert_eq!(obj.owner, Some(t), "{t} unlocks a lock it does not hold");
+                    obj.owner = obj.waiters.pop_front();
+                    if let Some(w) = obj.owner {
+                        self.release(w);
+                    }
+                }
+                Op::Push { chan, capacity, wait } => {
+                    let key = SyncKey::Chan(tk.group, chan);
+                    let obj = self.sync.entry(key).or_default();
+                    if let Some(w) = obj.waiters.pop_front() {
+                        // a consumer is waiting: hand the item over
+                        self.tasks[t.idx()].pc += 1;
+                        self.release(w);
+                    } else if obj.count < capacity as u64 {
+                        obj.count += 1;
+                        self.tasks[t.idx()].pc += 1;
+                    } else {
+                        obj.push_waiters.push_back(t);
+                        return self.enter_wait(t, wait);
+                    }
+                }
+                Op::Pop { chan, wait } => {
+                    let key = SyncKey::Chan(tk.group, chan);
+                    let obj = self.sync.entry(key).or_default();
+                    if obj.count > 0 {
+                        obj.count -= 1;
+                        self.tasks[t.idx()].pc += 1;
+                        // a producer waiting for room puts its item in
+                        if let Some(p) = obj.push_waiters.pop_front() {
+                            obj.count += 1;
+                            self.release(p);
+                        }
+                    } else if let Some(p) = obj.push_waiters.pop_front() {
+                        self.tasks[t.idx()].pc += 1;
+                        self.release(p);
+                    } else {
+                        obj.waiters.push_back(t);
+                        return self.enter_wait(t, wait);
+                    }
+                }
+                Op::ParFor { id, work, schedule, mem, ws_kb, overlap, wait } => {
+                    let n = self.group_size[tk.group as usize] as u64;
+                    let rank = tk.rank as u64;
+                    let group = tk.group;
+                    let key = SyncKey::ParFor(group, id);
+                    let obj = self.sync.entry(key).or_default();
+                    if !obj.init {
+                        obj.init = true;
+                        obj.remaining = work.0;
+                    }
+                    let take = match schedule {
+                        Schedule::Static => {
+                            if tk.pf_static_done {
+                                0
+                            } else {
+                                tk.pf_static_done = true;
+                                work.0 / n + u64::from(rank < work.0 % n)
+                            }
+                        }
+                        Schedule::Dynamic { chunk } => chunk.0.min(obj.remaining),
+                        Schedule::Guided { min_chunk } => obj.remaining.div_ceil(n).max(min_chunk.0).min(obj.remaining),
+                    };
+                    if !matches!(schedule, Schedule::Static) {
+                        obj.remaining -= take;
+                    }
+                    if take > 0 {
+                        return self.start_compute(t, take, mem, ws_kb, overlap);
+                    }
+                    // This task is out of work: leave the loop, then the implicit barrier.
+                    self.tasks[t.idx()].pf_static_done = false;
+                    obj.exited += 1;
+                    if obj.exited as u64 == n {
+                        obj.init = false;
+                        obj.exited = 0;
+                    }
+                    if let Some(o) = self.barrier_arrive(t, SyncKey::Barrier(group, id | 0x8000_0000), wait) {
+                        return o;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Arrive at a barrier: `None` when it completed (pc advanced), else how the task waits.
+    pub(super) fn barrier_arrive(&mut self, t: TaskId, key: SyncKey, wait: Wait) -> Option<Outcome> {
+        let n = self.group_size[self.tasks[t.idx()].group as usize];
+        self.barrier_arrive_n(t, key, n, wait)
+    }
+
+    /// Arrive at a barrier of `n` parties (see `barrier_arrive`).
+    pub(super) fn barrier_arrive_n(&mut self, t: TaskId, key: SyncKey, n: u32, wait: Wait) -> Option<Outcome> {
+        let obj = self.sync.entry(key).or_default();
+        obj.arrived += 1;
+        if obj.arrived >= n {
+            obj.arrived = 0;
+            let ws: Vec<TaskId> = obj.waiters.drain(..).collect();
+            self.tasks[t.idx()].pc += 1;
+            for w in ws {
+                self.release(w);
+            }
+            None
+        } else {
+            obj.waiters.push_back(t);
+            Some(self.enter_wait(t, wait))
+        }
+    }
+
+    pub(super) fn enter_wait(&mut self, t: TaskId, wait: Wait) -> Outcome {
+        let tk = &mut self.tasks[t.idx()];
+        match wait {
+            Wait::Block => {
+                tk.act = Act::Wait;
+                Outcome::Blocked
+            }
+            Wait::Spin => {
+                tk.act = Act::Spin { limit: None };
+                tk.spin_used = Nanos::ZERO;
+                Outcome::Busy
+            }
+            Wait::SpinThenBlock(l) => {
+                tk.act = Act::Spin { limit: Some(l) };
+                tk.spin_used = Nanos::ZERO;
+                if l.0 == 0 {
+                    tk.act = Act::Wait;
+                    return Outcome::Blocked;
+                }
+                self.replan(t);
+                Outcome::Busy
+            }
+        }
+    }
+
+    /// The condition `w` waited for holds: move it past its op and let it go on.
+    pub(super) fn release(&mut self, w: TaskId) {
+        let st = self.tasks[w.idx()].st;
+        if let St::Running(_) = st {
+            self.settle(w);
+        }
+        let tk = &mut self.tasks[w.idx()];
+        tk.pc += 1;
+        tk.act = Act::Ready;
+        tk.gen = tk.gen.wrapping_add(1);
+        match st {
+            St::Blocked => self.wake(w),
+            St::Running(_) => self.pending.push_back(Pending::Continue(w)),
+            St::Runnable => {}
+            St::Done => unreachable!("a finished task was waiting"),
+        }
+    }
+}

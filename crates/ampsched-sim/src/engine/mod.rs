@@ -1,0 +1,379 @@
+//! The discrete-event engine: simulated CPUs running tasks' programs under a
+//! Dispatcher, with an optional Placer on top.
+//!
+//! Design: one binary heap of events ordered by (time, sequence number), so
+//! simultaneous events run in the order they were scheduled (a total order).
+//! Time is integer nanoseconds. Stale events (a compute segment preempted, a
+//! slice ended early) are invalidated by generation counters instead of being
+//! removed. Effects that happen "now" (a dispatcher asking a CPU to
+//! reschedule, a spinning task released by a barrier) go into a FIFO of
+//! pending actions drained after each event, at the same instant.
+//!
+//! Mechanism, not policy: the engine executes programs (compute, barriers,
+//! locks, channels, parallel loops, sleeps), charges cache-refill stalls on
+//! migration, applies CPU noise, keeps every statistic, and asks the
+//! dispatcher what to run. Blocking waits make a task not runnable (an idle
+//! vCPU); spinning waits keep it runnable and burn CPU; lock-holder
+//! preemption emerges because the engine knows who holds what.
+//!
+//! Invariants (debug-asserted): a task runs on at most one CPU; a running
+//! task's CPU has it as `curr`; only runnable tasks are picked.
+//!
+//! Rooms (each file's `//!` says what it may and must never import; the
+//! module graph is a DAG, checked by `scripts/check-module-dag.py`):
+//! - bottom rooms, which know nothing of `Sim`: `config` (what a run is
+//!   configured with), `clock` (the event queue and same-instant FIFO),
+//!   `random` (seeded sampling), `task` (task state and work accounting),
+//!   `cpu` (CPU time accounting), `sync` (sync objects), `series`
+//!   (statistics accumulators);
+//! - this module: the `Sim` state, the event loop and event handling;
+//! - the rooms that extend `Sim` with one concern each: `account` (state
+//!   times, progress, migrations, completion planning), `dispatch` (the
+//!   dispatcher bridge: every call into the `Dispatcher`, CPU switches,
+//!   slices), `interp` (the program interpreter over the sync objects),
+//!   `place` (the placer bridge: snapshots and affinity changes), `stats`
+//!   (time series and results), `traced` (Perfetto recording hooks).
+//!
+//! May import: `crate::results` and `crate::trace` (the recorder), the model
+//! and policy crates. Must never import scenario loading, the runner, the
+//! bench or anything in `ampsched-lab`.
+
+mod account;
+mod clock;
+mod config;
+mod cpu;
+#[macro_use]
+mod dispatch;
+mod interp;
+mod place;
+mod random;
+mod series;
+mod stats;
+mod sync;
+mod task;
+mod traced;
+
+pub use config::{DomainChange, SimConfig, Stop, TaskInit};
+
+use crate::results::RunResult;
+use crate::trace::TraceRecorder;
+use ampsched_model::{CpuId, DomainId, Nanos, NoiseSpec, Op, TaskId, Topology};
+use ampsched_policy::{Dispatcher, DomainView, Effects, Placer, TaskView};
+use clock::{Ev, EventQueue, Pending};
+use cpu::{Cpu, FastIdleSlowBusy};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use series::Series;
+use std::collections::{BTreeMap, VecDeque};
+use sync::{SyncKey, SyncObj};
+use task::{Act, St, Task};
+
+/// The simulator state for one run.
+pub struct Sim {
+    name: String,
+    topo: Topology,
+    domains: Vec<DomainView>,
+    views: Vec<TaskView>,
+    curr: Vec<Option<TaskId>>,
+    tasks: Vec<Task>,
+    cpus: Vec<Cpu>,
+    disp: Box<dyn Dispatcher>,
+    placer: Option<Box<dyn Placer>>,
+    events: EventQueue,
+    now: Nanos,
+    pending: VecDeque<Pending>,
+    fx: Effects,
+    sync: BTreeMap<SyncKey, SyncObj>,
+    group_size: Vec<u32>,
+    rng: ChaCha8Rng,
+    seed: u64,
+    stop: Stop,
+    live: usize,
+    events_done: u64,
+    stats_interval: Nanos,
+    domain_events: Vec<(Nanos, DomainId, DomainChange)>,
+    series: Series,
+    /// Fast CPU idle while a slow CPU is busy.
+    fisb: FastIdleSlowBusy,
+    last_place: Nanos,
+    placer_changes: u64,
+    finished: bool,
+    truncated: bool,
+    /// Perfetto trace recorder (`None`: not tracing, the hot path only tests this).
+    trace: Option<Box<TraceRecorder>>,
+}
+
+impl Sim {
+    /// Build a simulation from its configuration.
+    pub fn new(cfg: SimConfig) -> Sim {
+        let topo = cfg.topo;
+        let nclass = topo.classes.len();
+        let mut group_size = Vec::new();
+        for t in cfg.tasks.iter().filter(|t| t.program.ops.first() != Some(&Op::End)) {
+            let g = t.group as usize;
+            if group_size.len() <= g {
+                group_size.resize(g + 1, 0);
+            }
+            group_size[g] += 1;
+        }
+        let tasks: Vec<Task> = cfg.tasks.iter().map(|ti| Task::new(ti, nclass)).collect();
+        // A program that opens with `Affinity` (rt-app `cpus`) starts with that affinity.
+        let first_mask = |t: &TaskInit| match t.program.ops.first() {
+            Some(Op::Affinity { mask }) => *mask,
+            _ => t.affinity,
+        };
+        let views =
+            cfg.tasks.iter().map(|t| TaskView { domain: t.domain, vcpu: t.vcpu, affinity: first_mask(t) }).collect();
+        let asymmetric = !topo.is_symmetric();
+        let cpus: Vec<Cpu> = topo.cpus.iter().map(|c| Cpu::new(c, c.class == topo.fast_class && asymmetric)).collect();
+        let nd = cfg.domains.len();
+        let idle_fast = cpus.iter().filter(|c| c.fast).count() as u32;
+        let live = tasks.iter().filter(|t| !t.idle_vcpu).count();
+        Sim {
+            name: cfg.name,
+            curr: vec![None; topo.ncpus()],
+            topo,
+            domains: cfg.domains,
+            views,
+            tasks,
+            cpus,
+            disp: cfg.dispatcher,
+            placer: cfg.placer,
+            events: EventQueue::default(),
+            now: Nanos::ZERO,
+            pending: VecDeque::new(),
+            fx: Effects::default(),
+            sync: BTreeMap::new(),
+            group_size,
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            seed: cfg.seed,
+            stop: cfg.stop,
+            live,
+            events_done: 0,
+            stats_interval: cfg.stats_interval,
+            domain_events: cfg.events,
+            series: Series::new(nd, nclass),
+            fisb: FastIdleSlowBusy::new(idle_fast, asymmetric),
+            last_place: Nanos::ZERO,
+            placer_changes: 0,
+            finished: false,
+            truncated: false,
+            trace: None,
+        }
+    }
+
+    fn push(&mut self, t: Nanos, ev: Ev) {
+        self.events.push(t, ev);
+    }
+
+    /// Run to the stop condition and return the results.
+    pub fn run(mut self) -> RunResult {
+        self.disp.seed(self.seed);
+        self.disp.init(&view!(self));
+        let acct = self.disp.account_period();
+        if acct.0 > 0 {
+            self.push(acct, Ev::Account);
+        }
+        if self.stats_interval.0 > 0 {
+            self.push(self.stats_interval, Ev::Stats);
+        }
+        if let Some(p) = &self.placer {
+            let per = p.period();
+            self.push(per, Ev::Place);
+        }
+        for i in 0..self.domain_events.len() {
+            let at = self.domain_events[i].0;
+            self.push(at, Ev::Domain(i));
+        }
+        for c in 0..self.cpus.len() {
+            if let NoiseSpec::Bursty { .. } = self.topo.cpus[c].noise {
+                let d = self.noise_len(c, false);
+                self.push(d, Ev::Noise(CpuId(c as u32)));
+            }
+        }
+        let end = match self.stop {
+            Stop::Duration(d) => d,
+            Stop::AllDone { max } => max,
+        };
+        self.push(end, Ev::End);
+        // Wake every task that has work, in id order.
+        for i in 0..self.tasks.len() {
+            if !self.tasks[i].idle_vcpu {
+                self.set_state(TaskId(i as u32), St::Runnable);
+                let mut fx = std::mem::take(&mut self.fx);
+                self.disp.wake(&view!(self), TaskId(i as u32), &mut fx);
+                self.fx = fx;
+                self.flush_fx();
+            }
+        }
+        self.drain();
+        if self.live == 0 {
+            self.finished = true;
+        }
+        while !self.finished {
+            let Some((t, ev)) = self.events.pop() else { break };
+            debug_assert!(t >= self.now, "time went backwards");
+            self.now = t;
+            self.events_done += 1;
+            self.handle(ev);
+            self.drain();
+        }
+        self.finish()
+    }
+
+    fn noise_len(&mut self, c: usize, on: bool) -> Nanos {
+        if let NoiseSpec::Bursty { on: on_len, off, random, .. } = self.topo.cpus[c].noise {
+            let mean = if on { on_len } else { off };
+            if random {
+                random::exponential(&mut self.rng, mean)
+            } else {
+                Nanos(mean.0.max(1))
+            }
+        } else {
+            Nanos::MAX
+        }
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Tick(c) => {
+                if self.cpus[c.idx()].curr.is_some() {
+                    let mut fx = std::mem::take(&mut self.fx);
+                    self.disp.tick(&view!(self), c, &mut fx);
+                    self.fx = fx;
+                    self.flush_fx();
+                    let p = self.disp.tick_period();
+                    self.push(self.now + p, Ev::Tick(c));
+                } else {
+                    self.cpus[c.idx()].tick_armed = false;
+                }
+            }
+            Ev::Account => {
+                let mut fx = std::mem::take(&mut self.fx);
+                self.disp.account(&view!(self), &mut fx);
+                self.fx = fx;
+                self.flush_fx();
+                let p = self.disp.account_period();
+                self.push(self.now + p, Ev::Account);
+            }
+            Ev::SliceEnd(c) => {
+                // A lazy timer: events are pushed only when the deadline moves earlier,
+                // so an event may find the deadline later (re-arm) or gone (ignore).
+                let cpu = &mut self.cpus[c.idx()];
+                if cpu.slice_ev_at == self.now {
+                    cpu.slice_ev_at = Nanos::MAX;
+                }
+                if let Some(t) = cpu.curr.filter(|_| cpu.slice_at <= self.now) {
+                    // A compute ending at this very instant completes first (its OpDone
+                    // is due now too): re-queue the slice end once, behind it.
+                    if !std::mem::take(&mut cpu.slice_deferred) {
+                        self.settle(t);
+                        let tk = &self.tasks[t.idx()];
+                        if tk.act == Act::Compute && tk.work_left == 0.0 {
+                            let cpu = &mut self.cpus[c.idx()];
+                            cpu.slice_deferred = true;
+                            cpu.slice_ev_at = self.now;
+                            self.push(self.now, Ev::SliceEnd(c));
+                            return;
+                        }
+                    }
+                    self.schedule(c);
+                } else if cpu.slice_at != Nanos::MAX && cpu.slice_at < cpu.slice_ev_at {
+                    cpu.slice_ev_at = cpu.slice_at;
+                    let at = cpu.slice_at;
+                    self.push(at, Ev::SliceEnd(c));
+                }
+            }
+            Ev::OpDone(t, g) => {
+                let task = &self.tasks[t.idx()];
+                if task.gen != g {
+                    return;
+                }
+                let St::Running(c) = task.st else { return };
+                self.settle(t);
+                match self.tasks[t.idx()].act {
+                    Act::Compute => {
+                        let tk = &mut self.tasks[t.idx()];
+                        // Refill still owed (a short segment) carries over to the next one.
+                        tk.work_left = 0.0;
+                        tk.act = Act::Ready;
+                        tk.computes_done += 1;
+                        if !matches!(tk.prog.ops[tk.pc as usize], Op::ParFor { .. }) {
+                            tk.pc += 1;
+                        }
+                        self.continue_on(t, c);
+                    }
+                    Act::Spin { .. } => {
+                        // Spin limit reached: block.
+                        self.tasks[t.idx()].act = Act::Wait;
+                        self.block_running(t, c);
+                    }
+                    Act::Busy { .. } => {
+                        let tk = &mut self.tasks[t.idx()];
+                        tk.act = Act::Ready;
+                        tk.pc += 1;
+                        self.continue_on(t, c);
+                    }
+                    _ => {}
+                }
+            }
+            Ev::Wake(t, g) => {
+                if self.tasks[t.idx()].sleep_gen == g && self.tasks[t.idx()].st == St::Blocked {
+                    self.wake(t);
+                }
+            }
+            Ev::Noise(c) => {
+                let ci = c.idx();
+                self.flush_cpu(ci);
+                if let Some(t) = self.cpus[ci].curr {
+                    self.settle(t);
+                }
+                let on = !self.cpus[ci].noise_on;
+                self.cpus[ci].noise_on = on;
+                if let NoiseSpec::Bursty { fraction_on, fraction_off, .. } = self.topo.cpus[ci].noise {
+                    self.cpus[ci].noise = if on { fraction_on } else { fraction_off };
+                }
+                if let Some(t) = self.cpus[ci].curr {
+                    self.replan(t);
+                }
+                if let Some(tr) = self.trace.as_deref_mut() {
+                    tr.frequency(self.now, c, self.cpus[ci].speed * (1.0 - self.cpus[ci].noise));
+                }
+                let d = self.noise_len(ci, on);
+                self.push(self.now + d, Ev::Noise(c));
+            }
+            Ev::Place => self.run_placer(),
+            Ev::TraceSample => {
+                self.events_done -= 1;
+                self.trace_sample();
+            }
+            Ev::Stats => {
+                self.sample_series();
+                self.push(self.now + self.stats_interval, Ev::Stats);
+            }
+            Ev::Domain(i) => {
+                let (_, d, ch) = self.domain_events[i].clone();
+                let dv = &mut self.domains[d.idx()];
+                if let Some(c) = ch.cosched {
+                    dv.cosched = c;
+                }
+                if let Some(p) = ch.priority {
+                    dv.priority = p;
+                }
+                if let Some(w) = ch.weight {
+                    dv.weight = w;
+                }
+                let mut fx = std::mem::take(&mut self.fx);
+                self.disp.domain_changed(&view!(self), d, &mut fx);
+                self.fx = fx;
+                self.flush_fx();
+            }
+            Ev::End => {
+                if let Stop::AllDone { .. } = self.stop {
+                    self.truncated = true;
+                }
+                self.finished = true;
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! The placer bridge: every placer period, a `Snapshot` of the last period
+//! (per CPU busy/idle/noise time and load, per task run time by class and
+//! activity, per domain weight and priority) goes to the `Placer`; the
+//! affinity changes it returns go to the dispatcher.
+//!
+//! May import: `Sim`, the bottom rooms, the dispatcher bridge's `view!`.
+//! Must never import the interpreter or statistics.
+
+use super::clock::Ev;
+use super::task::St;
+use super::Sim;
+use ampsched_model::{CpuId, DomainId, Nanos, TaskId};
+use ampsched_policy::{AffinityChange, CpuSample, DomainSample, Snapshot, TaskSample};
+
+impl Sim {
+    pub(super) fn run_placer(&mut self) {
+        let Some(mut placer) = self.placer.take() else { return };
+        let now = self.now;
+        for c in 0..self.cpus.len() {
+            self.flush_cpu(c);
+        }
+        for i in 0..self.tasks.len() {
+            if let St::Running(_) = self.tasks[i].st {
+                self.settle(TaskId(i as u32));
+            }
+        }
+        let mut nr_running = vec![0u32; self.cpus.len()];
+        for t in &self.tasks {
+            match t.st {
+                St::Running(c) => nr_running[c.idx()] += 1,
+                St::Runnable => {
+                    if let Some(c) = t.last_cpu {
+                        nr_running[c.idx()] += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let snap = Snapshot {
+            now,
+            period: now - self.last_place,
+            cpus: self
+                .cpus
+                .iter()
+                .enumerate()
+                .map(|(i, c)| CpuSample {
+                    id: CpuId(i as u32),
+                    busy: Nanos(c.p_busy.round() as u64),
+                    idle: Nanos(c.p_idle.round() as u64),
+                    noise: Nanos(c.p_noise.round() as u64),
+                    nr_running: nr_running[i],
+                })
+                .collect(),
+            tasks: self
+                .tasks
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| !t.idle_vcpu)
+                .map(|(i, t)| TaskSample {
+                    id: TaskId(i as u32),
+                    domain: t.domain,
+                    vcpu: self.views[i].vcpu,
+                    active: t.period_active,
+                    runnable_now: matches!(t.st, St::Runnable | St::Running(_)),
+                    running: matches!(t.st, St::Running(_)),
+                    done: t.st == St::Done,
+                    run_by_class: t.period_run.iter().map(|x| Nanos(*x)).collect(),
+                    cpu: match t.st {
+                        St::Running(c) => Some(c),
+                        _ => t.last_cpu,
+                    },
+                    affinity: self.views[i].affinity,
+                    ws_kb: t.ws_kb,
+                })
+                .collect(),
+            domains: self
+                .domains
+                .iter()
+                .enumerate()
+                .map(|(i, d)| DomainSample {
+                    id: DomainId(i as u32),
+                    weight: d.weight,
+                    priority: d.priority,
+                    fast_vcpus: d.fast_vcpus.clone(),
+                })
+                .collect(),
+        };
+        let mut changes: Vec<AffinityChange> = Vec::new();
+        placer.place(&self.topo, &snap, &mut changes);
+        for c in &mut self.cpus {
+            c.p_busy = 0.0;
+            c.p_idle = 0.0;
+            c.p_noise = 0.0;
+        }
+        for t in &mut self.tasks {
+            t.period_run.iter_mut().for_each(|x| *x = 0);
+            t.period_active = matches!(t.st, St::Runnable | St::Running(_));
+        }
+        self.last_place = now;
+        for ch in changes {
+            if ch.mask.is_empty() || ch.task.idx() >= self.tasks.len() || self.views[ch.task.idx()].affinity == ch.mask
+            {
+                continue;
+            }
+            self.placer_changes += 1;
+            self.views[ch.task.idx()].affinity = ch.mask;
+            let mut fx = std::mem::take(&mut self.fx);
+            self.disp.affinity_changed(&view!(self), ch.task, &mut fx);
+            self.fx = fx;
+            self.flush_fx();
+        }
+        let per = placer.period();
+        self.placer = Some(placer);
+        self.push(now + per, Ev::Place);
+    }
+}

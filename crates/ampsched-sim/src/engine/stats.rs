@@ -1,0 +1,128 @@
+//! Statistics on `Sim`: time-series samples every `stats_interval`, and the
+//! run's results (per task, domain and CPU) at the end.
+//!
+//! May import: `Sim`, the bottom rooms and `crate::results`. Must never
+//! import the interpreter or the bridges.
+
+use super::task::St;
+use super::Sim;
+use crate::results::{ClassTimes, CpuResult, DomainResult, RunResult, TaskResult};
+use ampsched_model::TaskId;
+
+impl Sim {
+    pub(super) fn sample_series(&mut self) {
+        let now = self.now;
+        for i in 0..self.tasks.len() {
+            if let St::Running(_) = self.tasks[i].st {
+                self.settle(TaskId(i as u32));
+            }
+        }
+        let values = self.disp.counters().into_iter().map(|(_, v)| v).collect();
+        self.series.sample(now, self.topo.classes.len(), values);
+    }
+
+    pub(super) fn finish(mut self) -> RunResult {
+        if let Some(tr) = self.trace.take() {
+            tr.finish();
+        }
+        let now = self.now;
+        for i in 0..self.tasks.len() {
+            let t = TaskId(i as u32);
+            self.settle(t);
+            let st = self.tasks[i].st;
+            self.set_state(t, st);
+        }
+        for c in 0..self.cpus.len() {
+            self.flush_cpu(c);
+        }
+        self.fisb.finish(now);
+        if self.stats_interval.0 > 0 && now > self.series.last {
+            self.sample_series();
+        }
+        let classes = self.topo.classes.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+        let ct = |v: &[u64]| ClassTimes::new(&classes, v);
+        let tasks: Vec<TaskResult> = self
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| TaskResult {
+                id: i as u32,
+                domain: t.domain.0,
+                vcpu: self.views[i].vcpu,
+                idle: t.idle_vcpu,
+                completion_ns: t.done_at.map(|x| x.0),
+                computes_done: t.computes_done,
+                cpu_ns: ct(&t.run_by_class),
+                wait_ns: t.wait_ns,
+                blocked_ns: t.blocked_ns,
+                spin_ns: t.spin_ns,
+                migrations_local: t.mig_local,
+                migrations_remote: t.mig_remote,
+            })
+            .collect();
+        let domains: Vec<DomainResult> = self
+            .domains
+            .iter()
+            .enumerate()
+            .map(|(d, dv)| {
+                let mine: Vec<&TaskResult> = tasks.iter().filter(|t| t.domain == d as u32 && !t.idle).collect();
+                let mut run = vec![0u64; classes.len()];
+                for t in &mine {
+                    for (k, v) in t.cpu_ns.values.iter().enumerate() {
+                        run[k] += v;
+                    }
+                }
+                let completion = if !mine.is_empty() && mine.iter().all(|t| t.completion_ns.is_some()) {
+                    mine.iter().filter_map(|t| t.completion_ns).max()
+                } else {
+                    None
+                };
+                DomainResult {
+                    id: d as u32,
+                    name: dv.name.clone(),
+                    completion_ns: completion,
+                    cpu_ns: ct(&run),
+                    wait_ns: mine.iter().map(|t| t.wait_ns).sum(),
+                    blocked_ns: mine.iter().map(|t| t.blocked_ns).sum(),
+                    spin_ns: mine.iter().map(|t| t.spin_ns).sum(),
+                    migrations_local: mine.iter().map(|t| t.migrations_local).sum(),
+                    migrations_remote: mine.iter().map(|t| t.migrations_remote).sum(),
+                    series: std::mem::take(&mut self.series.points[d]),
+                }
+            })
+            .collect();
+        let cpus = self
+            .cpus
+            .iter()
+            .enumerate()
+            .map(|(i, c)| CpuResult {
+                id: i as u32,
+                class: classes[c.class].clone(),
+                busy_ns: c.busy.round() as u64,
+                idle_ns: c.idle.round() as u64,
+                noise_ns: c.noise_t.round() as u64,
+            })
+            .collect();
+        let counters = self.disp.counters().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        RunResult {
+            scenario: self.name.clone(),
+            dispatcher: self.disp.name().to_string(),
+            placer: self.placer.as_ref().map(|p| p.name().to_string()).unwrap_or_else(|| "none".into()),
+            seed: self.seed,
+            end_ns: now.0,
+            all_done: self.live == 0,
+            truncated: self.truncated && self.live > 0,
+            events: self.events_done,
+            classes,
+            stats_interval_ns: self.stats_interval.0,
+            fast_idle_slow_busy_ns: self.fisb.ns,
+            placer_changes: self.placer_changes,
+            dispatcher_counters: counters,
+            counter_series: std::mem::take(&mut self.series.counters),
+            dispatcher_samples: self.disp.samples().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            tasks,
+            domains,
+            cpus,
+        }
+    }
+}
