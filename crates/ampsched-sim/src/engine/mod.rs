@@ -51,6 +51,8 @@ mod series;
 mod stats;
 mod sync;
 mod task;
+#[cfg(test)]
+mod tests;
 mod traced;
 
 pub use config::{DomainChange, SimConfig, Stop, TaskInit};

@@ -1,0 +1,255 @@
+//! Unit tests of the engine built directly from a `SimConfig` (no scenario
+//! file): a tiny first-come-first-served dispatcher whose behaviour is
+//! obvious, so each expected time below is plain arithmetic.
+
+use super::*;
+use crate::results::{RunResult, TaskResult};
+use ampsched_model::spec::{CoschedType, PriorityClass};
+use ampsched_model::{CpuSet, Program, Wait};
+use ampsched_policy::{Pick, SysView};
+use std::sync::Arc;
+
+const MS: u64 = 1_000_000;
+
+/// First come, first served over one global queue; a running task keeps its
+/// CPU until it blocks, or until `slice` ends if one is set (then it goes to
+/// the back of the queue). A wake-up kicks the lowest idle CPU not yet kicked.
+struct Fcfs {
+    queue: VecDeque<TaskId>,
+    kicked: Vec<bool>,
+    slice: Nanos,
+}
+
+impl Fcfs {
+    fn boxed(slice: Nanos) -> Box<dyn Dispatcher> {
+        Box::new(Fcfs { queue: VecDeque::new(), kicked: Vec::new(), slice })
+    }
+}
+
+impl Dispatcher for Fcfs {
+    fn name(&self) -> &'static str {
+        "fcfs"
+    }
+    fn tick_period(&self) -> Nanos {
+        Nanos::ZERO
+    }
+    fn account_period(&self) -> Nanos {
+        Nanos::ZERO
+    }
+    fn init(&mut self, v: &SysView) {
+        self.kicked = vec![false; v.topo.ncpus()];
+    }
+    fn wake(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
+        self.queue.push_back(t);
+        let aff = v.tasks[t.idx()].affinity;
+        if let Some(c) =
+            (0..v.curr.len()).find(|&c| v.curr[c].is_none() && !self.kicked[c] && aff.contains(CpuId(c as u32)))
+        {
+            self.kicked[c] = true;
+            fx.resched(CpuId(c as u32));
+        }
+    }
+    fn block(&mut self, _v: &SysView, _t: TaskId, _cpu: CpuId, _fx: &mut Effects) {}
+    fn tick(&mut self, _v: &SysView, _cpu: CpuId, _fx: &mut Effects) {}
+    fn account(&mut self, _v: &SysView, _fx: &mut Effects) {}
+    fn pick_next(
+        &mut self,
+        v: &SysView,
+        cpu: CpuId,
+        prev: Option<TaskId>,
+        prev_runnable: bool,
+        _fx: &mut Effects,
+    ) -> Pick {
+        self.kicked[cpu.idx()] = false;
+        let slice = self.slice;
+        if let (Some(p), true) = (prev, prev_runnable) {
+            if slice == Nanos::MAX || self.queue.is_empty() {
+                return Pick { task: Some(p), slice };
+            }
+            self.queue.push_back(p);
+        }
+        match self.queue.iter().position(|t| v.tasks[t.idx()].affinity.contains(cpu)) {
+            Some(i) => Pick { task: self.queue.remove(i), slice },
+            None => Pick::IDLE,
+        }
+    }
+    fn affinity_changed(&mut self, _v: &SysView, _t: TaskId, _fx: &mut Effects) {}
+}
+
+/// A machine of `speeds` (class per distinct speed, fastest first), one memory domain.
+fn machine(speeds: &[f64]) -> Topology {
+    let n_fast = speeds.iter().filter(|s| **s == speeds[0]).count();
+    let slow = speeds.last().copied().unwrap_or(1.0);
+    Topology::fast_slow(n_fast, speeds[0], speeds.len() - n_fast, slow, speeds.len())
+}
+
+fn compute(ms: u64) -> Op {
+    Op::Compute { work: Nanos(ms * MS), mem: 0.0, ws_kb: 0, overlap: 1.0 }
+}
+
+/// One domain whose tasks (one per program) share sync group 0.
+fn config(topo: Topology, programs: Vec<Vec<Op>>, slice: Nanos) -> SimConfig {
+    let n = programs.len() as u32;
+    let tasks: Vec<TaskInit> = programs
+        .into_iter()
+        .enumerate()
+        .map(|(i, ops)| TaskInit {
+            domain: DomainId(0),
+            vcpu: i as u32,
+            program: Arc::new(Program { ops }),
+            affinity: topo.all,
+            group: 0,
+            rank: i as u32,
+        })
+        .collect();
+    let domain = DomainView {
+        name: "d".into(),
+        weight: 256,
+        cap: 0,
+        priority: PriorityClass::default(),
+        fast_vcpus: None,
+        cosched: CoschedType::default(),
+        tasks: (0..n).map(TaskId).collect(),
+    };
+    SimConfig {
+        name: "unit".into(),
+        topo,
+        domains: vec![domain],
+        tasks,
+        dispatcher: Fcfs::boxed(slice),
+        placer: None,
+        seed: 1,
+        stop: Stop::AllDone { max: Nanos(10_000 * MS) },
+        stats_interval: Nanos::ZERO,
+        events: Vec::new(),
+    }
+}
+
+fn run(topo: Topology, programs: Vec<Vec<Op>>) -> RunResult {
+    Sim::new(config(topo, programs, Nanos::MAX)).run()
+}
+
+fn done_ms(t: &TaskResult) -> f64 {
+    t.completion_ns.expect("task finished") as f64 / MS as f64
+}
+
+#[test]
+fn tasks_wake_in_id_order_and_queue_first_come_first_served() {
+    // One CPU at speed 1: task 0 (10 ms) is picked first, task 1 (5 ms) waits
+    // for it: done at 10 ms and 10 + 5 = 15 ms; task 1 waited 10 ms runnable.
+    let r = run(machine(&[1.0]), vec![vec![compute(10), Op::End], vec![compute(5), Op::End]]);
+    assert!(r.all_done && !r.truncated);
+    assert_eq!(done_ms(&r.tasks[0]), 10.0);
+    assert_eq!(done_ms(&r.tasks[1]), 15.0);
+    assert_eq!(r.tasks[1].wait_ns, 10 * MS);
+    assert_eq!(r.tasks[0].wait_ns, 0);
+    assert_eq!(r.end_ns, 15 * MS);
+}
+
+#[test]
+fn a_compute_ending_at_a_slice_end_completes_before_the_preemption() {
+    // Slice 10 ms on one CPU. Task 0's compute ends exactly when its slice
+    // does (t = 10 ms): the SliceEnd event was queued first (at the pick,
+    // before the compute's OpDone), yet the compute completes first, so task
+    // 0 reaches `End` at 10 ms instead of being preempted with nothing left
+    // and finishing only when it runs again after task 1 (at 20 ms).
+    let cfg = config(machine(&[1.0]), vec![vec![compute(10), Op::End], vec![compute(10), Op::End]], Nanos(10 * MS));
+    let r = Sim::new(cfg).run();
+    assert_eq!(done_ms(&r.tasks[0]), 10.0);
+    assert_eq!(done_ms(&r.tasks[1]), 20.0);
+    assert_eq!(r.tasks[0].computes_done, 1);
+}
+
+#[test]
+fn work_is_charged_by_speed_memory_share_and_noise() {
+    // 10 ms of work with a quarter memory-bound on a CPU of speed 2 with
+    // constant noise 0.2: each unit of work takes (1 − 0.25)/2 + 0.25 = 0.625
+    // of CPU time, and the CPU gives the task 1 − 0.2 = 0.8 of its time:
+    // wall = 10 × 0.625 / 0.8 = 7.8125 ms. Of that the CPU was busy
+    // 7.8125 × 0.8 = 6.25 ms and lost 1.5625 ms to noise; the task's CPU
+    // time counts the whole 7.8125 ms on the fast class.
+    let mut topo = machine(&[2.0]);
+    topo.cpus[0].noise = NoiseSpec::Constant { fraction: 0.2 };
+    let op = Op::Compute { work: Nanos(10 * MS), mem: 0.25, ws_kb: 0, overlap: 1.0 };
+    let r = run(topo, vec![vec![op, Op::End]]);
+    assert_eq!(r.tasks[0].completion_ns, Some(7_812_500));
+    assert_eq!(r.cpus[0].busy_ns, 6_250_000);
+    assert_eq!(r.cpus[0].noise_ns, 1_562_500);
+    assert_eq!(r.cpus[0].idle_ns, 0);
+    assert_eq!(r.tasks[0].cpu_ns.values, vec![7_812_500, 0]);
+}
+
+#[test]
+fn a_migration_pays_the_cache_refill_at_half_the_cycles() {
+    // Task 0 computes 1 ms on CPU 0 then 4 ms pinned to CPU 1 (same memory
+    // domain, LLC refill): a 512 KiB working set at 7 GB/s costs
+    // 524288 / 7 = 74898 ns (rounded). While refilling, half the cycles do
+    // work, so the 4 ms take 2 × 74898 (refill paid, 74898 of work done)
+    // + (4 ms − 74898) = 4 ms + 74898 ns: done at 1 ms + 4 ms + 74898 ns.
+    // The zero-length sleep after the affinity change lets FCFS requeue it
+    // (it wakes on the idle CPU its new affinity allows).
+    let op = |ms: u64| Op::Compute { work: Nanos(ms * MS), mem: 0.0, ws_kb: 512, overlap: 1.0 };
+    let mask = CpuSet::from_cpus([CpuId(1)]);
+    let prog = vec![op(1), Op::Affinity { mask }, Op::Sleep { dur: Nanos::ZERO }, op(4), Op::End];
+    let mut cfg = config(machine(&[1.0, 1.0]), vec![prog], Nanos::MAX);
+    cfg.tasks[0].affinity = CpuSet::from_cpus([CpuId(0)]);
+    let r = Sim::new(cfg).run();
+    assert_eq!(r.tasks[0].migrations_local, 1);
+    assert_eq!(r.tasks[0].completion_ns, Some(5 * MS + 74_898));
+}
+
+#[test]
+fn a_barrier_releases_everyone_when_the_last_arrives() {
+    // Three tasks on three CPUs compute 10, 20 and 30 ms, meet at a blocking
+    // barrier, then compute 5 ms: the last arrives at 30 ms, so all finish at
+    // 35 ms; the first waited blocked 20 ms, the second 10 ms, the last 0.
+    let prog = |ms| vec![compute(ms), Op::Barrier { id: 0, wait: Wait::Block }, compute(5), Op::End];
+    let r = run(machine(&[1.0, 1.0, 1.0]), vec![prog(10), prog(20), prog(30)]);
+    for t in &r.tasks {
+        assert_eq!(done_ms(t), 35.0);
+    }
+    let blocked: Vec<u64> = r.tasks.iter().map(|t| t.blocked_ns / MS).collect();
+    assert_eq!(blocked, vec![20, 10, 0]);
+}
+
+#[test]
+fn a_spinning_barrier_burns_cpu_instead_of_blocking() {
+    // The same with spinning waiters: the 20 and 10 ms of waiting are spin
+    // time on the CPU (counted as CPU time), and nothing is blocked.
+    let prog = |ms| vec![compute(ms), Op::Barrier { id: 0, wait: Wait::Spin }, compute(5), Op::End];
+    let r = run(machine(&[1.0, 1.0, 1.0]), vec![prog(10), prog(20), prog(30)]);
+    let spin: Vec<u64> = r.tasks.iter().map(|t| t.spin_ns / MS).collect();
+    assert_eq!(spin, vec![20, 10, 0]);
+    assert!(r.tasks.iter().all(|t| t.blocked_ns == 0 && t.cpu_ns.values[0] == 35 * MS));
+}
+
+#[test]
+fn a_lock_is_handed_to_its_waiters_in_arrival_order() {
+    // Task 0 takes lock 0 at 0 and holds it for 10 ms. Task 1 asks at 1 ms,
+    // task 2 at 2 ms; both block. Unlock hands the lock straight to the first
+    // waiter (task 1: holds 10–15 ms), whose unlock hands it to task 2
+    // (15–20 ms). Blocked: task 1 from 1 to 10 ms (9), task 2 from 2 to 15 (13).
+    let holder = vec![Op::Lock { id: 0, wait: Wait::Block }, compute(10), Op::Unlock { id: 0 }, Op::End];
+    let waiter =
+        |ms| vec![compute(ms), Op::Lock { id: 0, wait: Wait::Block }, compute(5), Op::Unlock { id: 0 }, Op::End];
+    let r = run(machine(&[1.0, 1.0, 1.0]), vec![holder, waiter(1), waiter(2)]);
+    let done: Vec<f64> = r.tasks.iter().map(done_ms).collect();
+    assert_eq!(done, vec![10.0, 15.0, 20.0]);
+    let blocked: Vec<u64> = r.tasks.iter().map(|t| t.blocked_ns / MS).collect();
+    assert_eq!(blocked, vec![0, 9, 13]);
+}
+
+#[test]
+fn a_preempted_lock_holder_delays_its_waiters() {
+    // Lock-holder preemption emerges: one CPU, slice 5 ms. Task 0 takes the
+    // lock and needs 10 ms inside it; at 5 ms it is preempted; task 1 (wants
+    // the lock, spins) runs its 5 ms slice spinning; task 0 resumes at 10 ms,
+    // unlocks at 15 ms and ends; task 1 then gets the lock and computes 1 ms.
+    let holder = vec![Op::Lock { id: 0, wait: Wait::Block }, compute(10), Op::Unlock { id: 0 }, Op::End];
+    let waiter = vec![Op::Lock { id: 0, wait: Wait::Spin }, compute(1), Op::Unlock { id: 0 }, Op::End];
+    let cfg = config(machine(&[1.0]), vec![holder, waiter], Nanos(5 * MS));
+    let r = Sim::new(cfg).run();
+    assert_eq!(done_ms(&r.tasks[0]), 15.0);
+    assert_eq!(done_ms(&r.tasks[1]), 16.0);
+    assert_eq!(r.tasks[1].spin_ns, 5 * MS);
+}
