@@ -61,6 +61,7 @@ SCHEDS = ("credit", "aash")
 COSCHEDS = ("none", "cs", "cds", "pcs", "bcs")
 SLOW_MODES = ("share", "none")
 DOMAIN_KEYS = {"name", "vcpus", "weight", "workload", "fast_vcpus", "prio", "type", "pin", "memory"}
+RUN_COUNTERS = {"fast_ms", "slow_ms", "migrations", "class_migrations", "fast_grants", "cosched_ops"}
 TOP_KEYS = {"name", "description", "pcpus", "fast", "sched", "cosched", "lowpar", "slow", "timeout_s",
             "boot_timeout_s", "tslice_ms", "domain", "case", "policy"}
 
@@ -146,9 +147,11 @@ def validate(sc: dict, src: str) -> dict:
         if not isinstance(d["weight"], int) or not 1 <= d["weight"] <= 65535:
             bad(f"{f}.weight", d["weight"], "an integer 1..65535")
         wl = d.get("workload")
-        if (not isinstance(wl, list) or not wl or not all(isinstance(a, str) and re.fullmatch(r"[A-Za-z0-9._=-]+", a) for a in wl)
-                or wl[0] not in ("spin", "phased", "barrier", "calibrate")):
-            bad(f"{f}.workload", wl, "a list of ampsched-workload arguments starting with spin | phased | barrier | calibrate")
+        if (not isinstance(wl, list) or not wl or not all(isinstance(a, str) and re.fullmatch(r"[A-Za-z0-9._=-]+", a) for a in wl[1:])
+                or not (wl[0] in ("spin", "phased", "barrier", "calibrate")
+                        or (re.fullmatch(r"@\d+", wl[0]) and int(wl[0][1:]) < v and wl[1:2] in (["spin"], ["phased"], ["barrier"])))):
+            bad(f"{f}.workload", wl, "a list of ampsched-workload arguments starting with spin | phased | barrier | calibrate, "
+                "optionally after @N (pin to the guest's vCPU N < vcpus)")
         fv = d.get("fast_vcpus")
         if fv is not None and (not isinstance(fv, list) or not all(isinstance(x, int) and 0 <= x < v for x in fv)):
             bad(f"{f}.fast_vcpus", fv, f"a list of vCPU ids 0..{v - 1}")
@@ -255,7 +258,8 @@ def scenario_script(sc: dict) -> str:
           "cat /var/log/xen/console/guest-$n.log; break; fi",
           "  done",
           "done",
-          "xl debug-keys r; xl dmesg -c >/dev/null",  # counters start from here
+          # the boot banner and the counters at the start (the final dump minus these = the run's)
+          "xl debug-keys r; xl dmesg -c | grep -E 'ampsched' | sed 's/^/AMPSCHED-XEN /'",
           f"for n in {names}; do T0=$(xl list $n | awk 'NR==2{{print $6}}'); eval \"CPU0_$(echo $n | tr - _)=$T0\"; done",
           "START=$(up)",
           f"for n in {names}; do echo go > $(xenstore-read /local/domain/$(xl domid $n)/console/tty); done",
@@ -448,6 +452,7 @@ def boot_and_run(sc: dict, workdir: Path) -> dict:
 def parse_report(lines: list[str]) -> dict:
     doms: dict[str, dict] = {}
     xen, errors, calib, info = [], [], [], []
+    xen_before_go = 0
     for ln in lines:
         i = ln.find("AMPSCHED-")
         if i < 0:
@@ -466,23 +471,32 @@ def parse_report(lines: list[str]) -> dict:
             except json.JSONDecodeError:
                 d["result"] = None
         elif tag == "AMPSCHED-CALIB":
-            n, vc, un, js = rest.split(" ", 3)
+            n, vc, _secs, js = rest.split(" ", 3)
             try:
-                calib.append({"vcpu": int(vc.split("=")[1]), "units": int(un.split("=")[1]), **json.loads(js)})
+                calib.append({"vcpu": int(vc.split("=")[1]), **json.loads(js)})
             except (json.JSONDecodeError, ValueError):
                 errors.append(f"bad calibration line: {ln}")
         elif tag == "AMPSCHED-XEN":
             xen.append(rest)
+        elif tag == "AMPSCHED-GO":
+            xen_before_go = len(xen)
         elif tag == "AMPSCHED-ERROR":
             errors.append(rest)
         elif tag == "AMPSCHED-INFO":
             info.append(rest)
-    # counters: the last dump's ampsched-dom lines, by domain id
+    # counters by domain id: the last dump after GO minus the last dump before it (the run's own share)
+    def dump(lines):
+        c = {}
+        for x in lines:
+            mm = re.search(r"ampsched-dom: d=(\d+) (.*)", x)
+            if mm:
+                c[int(mm.group(1))] = {k: v for k, v in (kv.split("=", 1) for kv in mm.group(2).split())}
+        return c
+    start, end = dump(xen[:xen_before_go]), dump(xen[xen_before_go:])
     counters = {}
-    for x in xen:
-        mm = re.search(r"ampsched-dom: d=(\d+) (.*)", x)
-        if mm:
-            counters[int(mm.group(1))] = {k: v for k, v in (kv.split("=", 1) for kv in mm.group(2).split())}
+    for i, c in end.items():
+        c0 = start.get(i, {})
+        counters[i] = {k: (str(int(v) - int(c0.get(k, 0))) if k in RUN_COUNTERS else v) for k, v in c.items()}
     return {"domains": doms, "xen": xen, "errors": errors, "calibration": calib, "info": info, "counters": counters}
 
 
@@ -545,8 +559,10 @@ def print_table(summ: dict) -> None:
 
 # --------------------------------------------------------------- commands --
 
-def cmd_run(path: Path, out: Path, runs: int = 1) -> dict:
+def cmd_run(path: Path, out: Path, runs: int = 1, ov: dict | None = None) -> dict:
     sc = load_scenario(path)
+    if ov:
+        sc = with_overrides(sc, ov)
     images_ready()
     rs = []
     for k in range(runs):
@@ -562,15 +578,15 @@ def cmd_run(path: Path, out: Path, runs: int = 1) -> dict:
     return s
 
 
-def calibrate(out: Path, pcpus: int = 4, fast: int = 1, units: int = 150) -> dict:
+def calibrate(out: Path, pcpus: int = 4, fast: int = 1, secs: int = 10) -> dict:
     """Each pool pCPU's speed from inside a guest: one vCPU pinned per pCPU, all spinning at once."""
     sc = validate({"name": "calibrate", "pcpus": pcpus, "fast": fast, "sched": "credit", "timeout_s": 900,
-                   "domain": [{"name": "calib", "vcpus": pcpus, "workload": ["calibrate", str(units)],
+                   "domain": [{"name": "calib", "vcpus": pcpus, "workload": ["calibrate", str(secs)],
                                "pin": list(range(pcpus))}]}, "calibrate")
     raw = boot_and_run(sc, out)
     rates = {}
     for c in raw["calibration"]:
-        rates[c["vcpu"]] = c["units"] / c["elapsed_s"]
+        rates[c["vcpu"]] = sum(c["samples"]) / c["elapsed_s"]  # one sample per work unit
     if len(rates) != pcpus:
         die(f"calibration: got {len(rates)} of {pcpus} pCPU measurements; errors: {raw['errors']}")
     f = [rates[i] for i in range(fast)]
@@ -582,6 +598,156 @@ def calibrate(out: Path, pcpus: int = 4, fast: int = 1, units: int = 150) -> dic
     (out / "calibration.json").write_text(json.dumps(res, indent=1) + "\n")
     print(f"calibration: units/s per pool pCPU {['%.1f' % r for r in res['units_per_s']]}, "
           f"fast/slow ratio {res['ratio']:.2f} (load average {res['loadavg'][0]:.2f})")
+    return res
+
+
+# ------------------------------------------------------------ comparison --
+
+# Lab case -> the policies compared (label, scenario overrides) and the headline ratio.
+COMPARE = [
+    ("credit-weights", [("credit", {})], "completion_ratio", ("light", "heavy")),
+    ("aash-fair", [("credit", {"sched": "credit"}), ("aash", {"sched": "aash"})], "fairness_ratio", None),
+    ("aash-aware", [("credit", {"sched": "credit"}), ("aash", {"sched": "aash"})], "completion_ratio",
+     ("aware", "plain")),
+    ("lu-solo-con", [("credit", {"cosched": "none"}), ("pcs", {"cosched": "pcs"}), ("bcs", {"cosched": "bcs"})],
+     "completion_ratio", ("lu", "hit1")),
+]
+
+
+def with_overrides(sc: dict, ov: dict) -> dict:
+    sc = json.loads(json.dumps(sc))
+    sc.update(ov)
+    if sc.get("cosched") == "none":
+        for d in sc["domain"]:
+            d.pop("type", None)
+    return validate(sc, sc["name"])
+
+
+def sim_program(wl: list[str], ms_unit: float, vcpus: int) -> list[dict]:
+    """ampsched-workload arguments -> one simulator task per vCPU (work at speed 1.0 = a slow pCPU)."""
+    if wl[0].startswith("@"):
+        pin = int(wl[0][1:])
+        one = sim_program(wl[1:], ms_unit, 1)[0]
+        return [one if i == pin else {"program": []} for i in range(vcpus)]
+    opt = {wl[i]: wl[i + 1] for i in range(1, len(wl) - 1) if wl[i].startswith("--")}
+    threads = int(opt.get("--threads", 1))
+    if wl[0] == "spin":
+        body = [{"compute": {"ms": int(opt["--units"]) * ms_unit}}]
+    elif wl[0] == "barrier":
+        wait = "spin" if opt.get("--wait") == "spin" else "block"
+        body = [{"loop": {"count": int(opt["--phases"]), "body": [
+            {"compute": {"ms": int(opt["--phase-units"]) * ms_unit}}, {"barrier": {"id": 0, "wait": wait}}]}}]
+    else:
+        die(f"compare: no simulator model for workload {wl[0]}")
+    return [{"program": body} if i < threads else {"program": []} for i in range(vcpus)]
+
+
+def toml_value(v) -> str:
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return repr(v)
+
+
+def sim_scenario(sc: dict, ratio: float, ms_unit: float, seeds: int) -> str:
+    """The lab scenario as a simulator scenario, with the measured fast/slow speed ratio."""
+    p, nf = sc["pcpus"], sc["fast"]
+    disp = sc["cosched"] if sc["cosched"] != "none" else sc["sched"]
+    L = [f"name = {json.dumps(sc['name'])}", "seed = 1", f"runs = {seeds}", "[machine]"]
+    if nf:
+        L += [f"classes = [{{ name = \"fast\", speed = {ratio:.4f} }}, {{ name = \"slow\", speed = 1.0 }}]",
+              f"cpus = [{{ class = \"fast\", count = {nf} }}, {{ class = \"slow\", count = {p - nf} }}]"]
+    else:
+        L += ["classes = [{ name = \"cpu\", speed = 1.0 }]", f"cpus = [{{ class = \"cpu\", count = {p} }}]"]
+    L += [f"mem_domain_size = {p}", "[[machine.noise]]", f"cpus = \"0-{p - 1}\"", "on_ms = 0.1", "off_ms = 5.0",
+          "fraction_on = 0.9", "random = true", "[dispatcher]", f"name = {json.dumps(disp)}"]
+    if sc["tslice_ms"] != 30:
+        L.append(f"tslice_ms = {sc['tslice_ms']}")
+    for d in sc["domain"]:
+        L += ["[[domain]]", f"name = {json.dumps(d['name'])}", f"vcpus = {d['vcpus']}", f"weight = {d['weight']}"]
+        if d.get("fast_vcpus") is not None:
+            L.append(f"fast_vcpus = {toml_value(d['fast_vcpus'])}")
+        if d.get("prio") == "high":
+            L.append("priority = \"high\"")
+        if d.get("type"):
+            L.append(f"cosched = {json.dumps(d['type'])}")
+        L.append(f"tasks = {toml_value(sim_program(d['workload'], ms_unit, d['vcpus']))}")
+    return "\n".join(L) + "\n"
+
+
+def ampsched_bin() -> list[str]:
+    b = os.environ.get("AMPSCHED_BIN")
+    if b:
+        return [b]
+    for c in (REPO / "target/release/ampsched", REPO / "target/debug/ampsched"):
+        if c.exists():
+            return [str(c)]
+    return ["cargo", "run", "-q", "--release", "--manifest-path", str(REPO / "Cargo.toml"), "-p", "ampsched-cli", "--"]
+
+
+def run_sim(text: str, workdir: Path) -> dict[str, list[float]]:
+    f = workdir / "sim.toml"
+    f.write_text(text)
+    r = subprocess.run(ampsched_bin() + ["sim", str(f), "--json", str(workdir / "sim.json")], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        die(f"simulator failed on {f}: {r.stderr.strip()[:800]}")
+    out: dict[str, list[float]] = {}
+    for run in json.loads((workdir / "sim.json").read_text())["runs"]:
+        for d in run["domains"]:
+            out.setdefault(d["name"], []).append(d["completion_ns"] / 1e9)
+            c = d["cpu_ns"]
+            tot = sum(c.values())
+            out.setdefault(d["name"] + ":fast_share", []).append(c.get("fast", 0) / tot if tot else 0.0)
+    return out
+
+
+def headline(metric: str, subj, comp: dict[str, float]) -> float:
+    if metric == "fairness_ratio":
+        return max(comp.values()) / min(comp.values())
+    a, b = subj
+    return comp[a] / comp[b]
+
+
+def compare(out: Path, calib_file: Path | None, only: list[str] | None, seeds: int = 3) -> dict:
+    """Each case in the lab and in the simulator configured with the measured speeds; side by side."""
+    out.mkdir(parents=True, exist_ok=True)
+    cal = json.loads(calib_file.read_text()) if calib_file else calibrate(out / "calibration")
+    ratio, ms_unit = cal["ratio"], 1000.0 / cal["slow_units_per_s"]
+    rows = []
+    for name, policies, metric, subj in COMPARE:
+        if only and name not in only:
+            continue
+        base = load_scenario(LAB / "scenarios" / f"{name}.toml")
+        for label, ov in policies:
+            sc = with_overrides(base, ov)
+            wd = out / name / label
+            wd.mkdir(parents=True, exist_ok=True)
+            raw = boot_and_run(sc, wd / "xen")
+            xc = {n: (r.get("result") or {}).get("elapsed_s") for n, r in raw["domains"].items()}
+            if any(v is None for v in xc.values()) or len(xc) != len(sc["domain"]):
+                die(f"compare {name}/{label}: not every domain finished in Xen: {raw['errors']}")
+            sim = run_sim(sim_scenario(sc, ratio if sc["fast"] else 1.0, ms_unit, seeds), wd)
+            sc_ = {n: sum(v) / len(v) for n, v in sim.items() if ":" not in n}
+            hx, hs = headline(metric, subj, xc), headline(metric, subj, sc_)
+            cnt = domain_counters(raw, sc)
+            row = {"case": name, "policy": label, "metric": metric, "xen": hx, "sim": hs,
+                   "rel_diff": abs(hx - hs) / hs, "xen_completion_s": xc, "sim_completion_s": sc_,
+                   "xen_fast_share": {n: int(c["fast_ms"]) / max(1, int(c["fast_ms"]) + int(c["slow_ms"]))
+                                      for n, c in cnt.items()},
+                   "sim_fast_share": {n.split(":")[0]: sum(v) / len(v) for n, v in sim.items() if ":" in n},
+                   "loadavg": raw["loadavg_before"][0]}
+            rows.append(row)
+            (out / "comparison.json").write_text(json.dumps({"calibration": cal, "rows": rows}, indent=1) + "\n")
+            print(f"{name:<15} {label:<7} {metric:<17} xen {hx:7.3f}  sim {hs:7.3f}  diff {row['rel_diff'] * 100:5.1f} %"
+                  f"  (load {row['loadavg']:.1f})", flush=True)
+    res = {"calibration": cal, "rows": rows}
+    (out / "comparison.json").write_text(json.dumps(res, indent=1) + "\n")
     return res
 
 
@@ -637,12 +803,19 @@ def main(argv: list[str]) -> int:
     r.add_argument("scenario", type=Path)
     r.add_argument("--out", type=Path)
     r.add_argument("--runs", type=int, default=1)
+    r.add_argument("--sched", choices=SCHEDS, help="override the scenario's sched")
+    r.add_argument("--cosched", choices=COSCHEDS, help="override the scenario's cosched")
     c = sub.add_parser("calibrate")
     c.add_argument("--out", type=Path)
     c.add_argument("--pcpus", type=int, default=4)
     c.add_argument("--fast", type=int, default=1)
     s = sub.add_parser("smoke")
     s.add_argument("--out", type=Path)
+    cp = sub.add_parser("compare")
+    cp.add_argument("--out", type=Path)
+    cp.add_argument("--calibration", type=Path, help="a calibration.json from `calibrate` (default: calibrate first)")
+    cp.add_argument("--only", nargs="*", help=f"cases: {', '.join(c[0] for c in COMPARE)}")
+    cp.add_argument("--seeds", type=int, default=3)
     k = sub.add_parser("check")
     k.add_argument("scenario", type=Path)
     a = ap.parse_args(argv)
@@ -656,11 +829,13 @@ def main(argv: list[str]) -> int:
             sc = load_scenario(a.scenario)
             print(scenario_script(sc))
         elif a.cmd == "run":
-            cmd_run(a.scenario, out, a.runs)
+            cmd_run(a.scenario, out, a.runs, {k: v for k, v in (("sched", a.sched), ("cosched", a.cosched)) if v})
         elif a.cmd == "calibrate":
             calibrate(out, a.pcpus, a.fast)
         elif a.cmd == "smoke":
             smoke(out)
+        elif a.cmd == "compare":
+            compare(out, a.calibration, a.only, a.seeds)
     except LabError as e:
         print(f"xen-lab: error: {e}", file=sys.stderr)
         return 2
