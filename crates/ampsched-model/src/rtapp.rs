@@ -29,8 +29,23 @@
 //!   `taskgroup`, `nodes_membind`) are accepted and ignored: the simulated
 //!   dispatcher decides. `global.duration` (s, −1 = none) is reported so the
 //!   scenario can stop there.
-//! - Unsupported events (`mem`, `memrun`, `iorun`, `yield`, `fork`) are an
-//!   error naming the event, the key and the file.
+//! - `mem N` (write N bytes into the thread's buffer of
+//!   `global.mem_buffer_size` bytes, default 4 MiB) → `Runtime`: busy for the
+//!   time the memory system takes to write N bytes, which CPU speed does not
+//!   change: N / `llc_refill_gbps` when the buffer fits in L2 + LLC, else
+//!   N / `dram_refill_gbps` (the machine's `cache` figures, bytes per ns).
+//! - `iorun N` (write N bytes to `global.io_device`, default `/dev/null`) →
+//!   blocked off-CPU for N / `ampsched_io_mbps` (MB/s, an extension key that a
+//!   real device needs); to `/dev/null` the write costs nothing (the kernel's
+//!   `write_null` returns at once), so nothing is added.
+//! - Unsupported events (`memrun`, `yield`, `fork`) are an error naming the
+//!   event, the key and the file. rt-app's pre-1.0 grammar (`exec`,
+//!   `resources`, `lock_order` in a thread, as in the fragments of its
+//!   `doc/examples/merge`) is an error saying so; a file with no `tasks` but
+//!   `global` or `resources` is named a `merge.py` fragment.
+//! - Unknown `global` keys (e.g. `frag` in rt-app's browser and mp3
+//!   examples) are ignored, as rt-app does, with a warning naming the file
+//!   and the key (`RtApp::warnings`).
 //!
 //! Extension keys (ignored by rt-app itself, allowed in `global`, a thread or
 //! a phase; the innermost wins): `ampsched_wait` = `"block"` (default, what
@@ -59,8 +74,14 @@ pub const LOOP_FOREVER: u32 = u32::MAX;
 /// Events the simulator runs.
 pub const SUPPORTED_EVENTS: &[&str] = &[
     "run", "runtime", "sleep", "timer", "lock", "unlock", "wait", "signal", "broad", "sync", "barrier", "suspend",
-    "resume", "sem_post", "sem_wait",
+    "resume", "sem_post", "sem_wait", "mem", "iorun",
 ];
+
+/// Thread keys of rt-app's pre-1.0 grammar (kept in its `doc/examples/merge` fragments).
+const OLD_GRAMMAR: &[&str] = &["exec", "resources", "lock_order"];
+
+/// rt-app's default `global.mem_buffer_size`, bytes (4 MiB).
+const DEFAULT_MEM_BUFFER: i64 = 4 << 20;
 
 /// rt-app's event names in its own matching order (a key is an event when it starts with one).
 const EVENTS: &[&str] = &[
@@ -84,6 +105,9 @@ const IGNORED_PROPS: &[&str] = &[
 ];
 
 const EXT_KEYS: &[&str] = &["ampsched_wait", "ampsched_spin_limit_us", "ampsched_mem", "ampsched_ws_kb"];
+
+/// Extension keys of `global` only.
+const GLOBAL_EXT_KEYS: &[&str] = &["ampsched_io_mbps"];
 
 /// Known `global` keys (all but `duration`, `calibration` and the extensions are ignored).
 const GLOBAL_KEYS: &[&str] = &[
@@ -149,6 +173,9 @@ pub struct RtApp {
     pub threads: Vec<RtThread>,
     /// `global.duration` when set (> 0): rt-app stops every thread then.
     pub duration: Option<Nanos>,
+    /// What was read but ignored, as rt-app ignores it (e.g. an unknown
+    /// `global` key): one line each, naming the file, the field and the key.
+    pub warnings: Vec<String>,
 }
 
 // ---- a lenient JSON reader that keeps key order and positions ---------------
@@ -367,6 +394,12 @@ struct Ctx<'a> {
     next_id: u32,
     /// Barrier name → parties (references × instances).
     barrier_parties: BTreeMap<String, u32>,
+    /// Bytes per ns a `mem` event writes (the level holding the buffer).
+    mem_gbps: f64,
+    /// Bytes per ns an `iorun` writes; `None`: `/dev/null` (free).
+    io_gbps: Option<f64>,
+    /// Whether `global.io_device` is a real device (needs `ampsched_io_mbps`).
+    io_real: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -548,6 +581,17 @@ fn check_keys(cx: &Ctx, o: &Node, path: &str, thread: bool, has_phases: bool) ->
             }
             continue;
         }
+        if thread && OLD_GRAMMAR.contains(&k.as_str()) {
+            return Err(cx.err(
+                v.at,
+                &p,
+                format!(
+                    "`{k}` is rt-app's pre-1.0 grammar (`exec`, `resources`, `lock_order`, as in the fragments of \
+                     rt-app's doc/examples/merge), which rt-app 1.0 and ampsched do not read; write the thread's \
+                     events instead (run, lock, unlock, wait, …)"
+                ),
+            ));
+        }
         let known = ["loop", "cpus"].contains(&k.as_str())
             || IGNORED_PROPS.contains(&k.as_str())
             || EXT_KEYS.contains(&k.as_str())
@@ -600,6 +644,26 @@ fn compile_events(
                 });
             }
             "runtime" => out.push(Op::Runtime { dur: cx.us(v, &p)? }),
+            "mem" => {
+                // Bytes / (bytes per ns) = ns, whatever the CPU's speed.
+                let bytes = cx.int(v, &p, 0)? as f64;
+                out.push(Op::Runtime { dur: Nanos((bytes / cx.mem_gbps).round() as u64) });
+            }
+            "iorun" => {
+                let bytes = cx.int(v, &p, 0)? as f64;
+                match cx.io_gbps {
+                    Some(g) => out.push(Op::Sleep { dur: Nanos((bytes / g).round() as u64) }),
+                    None if cx.io_real => {
+                        return Err(cx.err(
+                            v.at,
+                            &p,
+                            "`iorun` to a real `global.io_device` needs `global.ampsched_io_mbps` (the device's \
+                             write bandwidth, MB/s) to model the time blocked",
+                        ))
+                    }
+                    None => {} // /dev/null: the write returns at once
+                }
+            }
             "sleep" => out.push(Op::Sleep { dur: cx.us(v, &p)? }),
             "timer" => {
                 cx.obj(v, &p)?;
@@ -734,20 +798,21 @@ fn wrap_loop(count: u32, body: Vec<Op>, out: &mut Vec<Op>) {
 
 /// Compile rt-app JSON `text` (from `file`, for errors) for the simulated machine `topo`.
 pub fn compile(text: &str, file: &str, topo: &Topology) -> Result<RtApp, RtAppError> {
-    let root = parse_json(text).map_err(|(at, msg)| {
-        let cx = Ctx {
-            text,
-            file,
-            topo,
-            calib_speed: 1.0,
-            ids: BTreeMap::new(),
-            next_id: 0,
-            barrier_parties: BTreeMap::new(),
-        };
-        cx.err(at, "", format!("not valid rt-app JSON: {msg}"))
-    })?;
-    let mut cx =
-        Ctx { text, file, topo, calib_speed: 1.0, ids: BTreeMap::new(), next_id: 0, barrier_parties: BTreeMap::new() };
+    let new_ctx = || Ctx {
+        text,
+        file,
+        topo,
+        calib_speed: 1.0,
+        ids: BTreeMap::new(),
+        next_id: 0,
+        barrier_parties: BTreeMap::new(),
+        mem_gbps: topo.cache.llc_refill_gbps,
+        io_gbps: None,
+        io_real: false,
+    };
+    let root = parse_json(text).map_err(|(at, msg)| new_ctx().err(at, "", format!("not valid rt-app JSON: {msg}")))?;
+    let mut cx = new_ctx();
+    let mut warnings = Vec::new();
     let top = cx.obj(&root, "")?;
     for (k, v) in top {
         if !["tasks", "global", "resources"].contains(&k.as_str()) {
@@ -757,14 +822,43 @@ pub fn compile(text: &str, file: &str, topo: &Topology) -> Result<RtApp, RtAppEr
     // global
     let mut ext = Ext { wait: Wait::Block, mem: 0.0, ws_kb: 0 };
     let mut duration = None;
+    let mut buffer = DEFAULT_MEM_BUFFER;
     if let Some(g) = root.get("global") {
         for (k, v) in cx.obj(g, "global")? {
-            if !GLOBAL_KEYS.contains(&k.as_str()) && !EXT_KEYS.contains(&k.as_str()) {
-                return Err(cx.err(
-                    v.at,
-                    &format!("global.{k}"),
-                    format!("unknown global key `{k}`; allowed: {}, {}", GLOBAL_KEYS.join(", "), EXT_KEYS.join(", ")),
-                ));
+            let known = [GLOBAL_KEYS, EXT_KEYS, GLOBAL_EXT_KEYS].iter().any(|l| l.contains(&k.as_str()));
+            if !known {
+                warnings.push(
+                    cx.err(
+                        v.at,
+                        &format!("global.{k}"),
+                        format!(
+                            "unknown global key `{k}` ignored (rt-app ignores it too); known: {}, {}, {}",
+                            GLOBAL_KEYS.join(", "),
+                            EXT_KEYS.join(", "),
+                            GLOBAL_EXT_KEYS.join(", ")
+                        ),
+                    )
+                    .to_string(),
+                );
+            }
+        }
+        if let Some(n) = g.get("mem_buffer_size") {
+            buffer = cx.int(n, "global.mem_buffer_size", 1)?;
+        }
+        if let Some(n) = g.get("io_device") {
+            cx.io_real = cx.string(n, "global.io_device")? != "/dev/null";
+        }
+        if let Some(n) = g.get("ampsched_io_mbps") {
+            match n.v {
+                // MB/s = 1e6 bytes per 1e9 ns = 1e-3 bytes per ns.
+                Json::Num(x) if x.is_finite() && x > 0.0 => cx.io_gbps = Some(x / 1000.0),
+                _ => {
+                    return Err(cx.err(
+                        n.at,
+                        "global.ampsched_io_mbps",
+                        format!("must be a number > 0 (MB/s), got {}", show(n)),
+                    ))
+                }
             }
         }
         if let Some(d) = g.get("duration") {
@@ -800,7 +894,20 @@ pub fn compile(text: &str, file: &str, topo: &Topology) -> Result<RtApp, RtAppEr
     } else if let Some(cpu) = topo.cpus.first() {
         cx.calib_speed = cpu.speed;
     }
-    let tasks = root.get("tasks").ok_or_else(|| cx.err(root.at, "tasks", "an rt-app file needs a `tasks` object"))?;
+    // `mem` writes stay in the caches when the buffer fits in L2 + LLC (KiB).
+    if buffer > (topo.cache.l2_kb as i64 + topo.cache.llc_kb as i64) * 1024 {
+        cx.mem_gbps = topo.cache.dram_refill_gbps;
+    }
+    let tasks = root.get("tasks").ok_or_else(|| {
+        let fragment = root.get("global").is_some() || root.get("resources").is_some();
+        let msg = if fragment {
+            "no `tasks` object: this is a fragment (only `global` or `resources`) for rt-app's doc/merge.py; \
+             merge it with its thread files into one file first"
+        } else {
+            "an rt-app file needs a `tasks` object"
+        };
+        cx.err(root.at, "tasks", msg)
+    })?;
     let tkv = cx.obj(tasks, "tasks")?;
     if tkv.is_empty() {
         return Err(cx.err(tasks.at, "tasks", "needs at least one thread"));
@@ -892,7 +999,7 @@ pub fn compile(text: &str, file: &str, topo: &Topology) -> Result<RtApp, RtAppEr
     if threads.is_empty() {
         return Err(cx.err(tasks.at, "tasks", "every thread has `instance` 0: nothing would run"));
     }
-    Ok(RtApp { threads, duration })
+    Ok(RtApp { threads, duration, warnings })
 }
 
 #[cfg(test)]
@@ -1001,6 +1108,46 @@ mod tests {
         assert!(matches!(t[4], Op::Lock { wait: Wait::SpinThenBlock(l), .. } if l == Nanos::from_us(100)));
         assert_eq!(t[6], Op::Affinity { mask: CpuSet::parse_list("1-2").unwrap() });
         assert!(matches!(t[7], Op::BarrierN { wait: Wait::Spin, parties: 1, .. }));
+    }
+
+    #[test]
+    fn mem_is_memory_bound_busy_time_and_iorun_blocks() {
+        // Default cache: L2 512 KiB + LLC 2048 KiB = 2,621,440 bytes. rt-app's
+        // default 4 MiB buffer (4,194,304 bytes) does not fit: DRAM, 2.4 bytes/ns,
+        // so mem 1000 = 1000 / 2.4 = 416.7 → 417 ns busy, whatever the CPU speed.
+        let a = ops(r#"{ "tasks": { "t": { "loop": 1, "mem": 1000, "iorun": 5000 } } }"#);
+        assert_eq!(a[0][0], Op::Runtime { dur: Nanos(417) });
+        // iorun to the default /dev/null costs nothing: mem, then End.
+        assert_eq!(a[0][1], Op::End);
+        // A 1 MiB buffer fits: LLC, 7.0 bytes/ns: 1000 / 7 = 142.9 → 143 ns.
+        // iorun 5000 bytes at 100 MB/s (0.1 bytes/ns) = 50,000 ns blocked.
+        let b = ops(r#"{ "global": { "mem_buffer_size": 1048576, "io_device": "/tmp/f", "ampsched_io_mbps": 100 },
+                 "tasks": { "t": { "loop": 1, "mem": 1000, "iorun": 5000 } } }"#);
+        assert_eq!(b[0][0], Op::Runtime { dur: Nanos(143) });
+        assert_eq!(b[0][1], Op::Sleep { dur: Nanos(50_000) });
+        let e = compile(
+            r#"{ "global": { "io_device": "/tmp/f" }, "tasks": { "t": { "loop": 1, "iorun": 5 } } }"#,
+            "io.json",
+            &topo(),
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "tasks.t.iorun");
+        assert!(e.msg.contains("ampsched_io_mbps"), "{e}");
+    }
+
+    #[test]
+    fn unknown_global_keys_warn_and_old_grammar_and_fragments_are_named() {
+        let r = compile(r#"{ "global": { "frag": 1 }, "tasks": { "t": { "loop": 1, "run": 5 } } }"#, "b.json", &topo())
+            .expect("rt-app ignores unknown global keys, so do we");
+        assert_eq!(r.warnings.len(), 1);
+        // The value `1` is at column 23 of line 1.
+        assert!(r.warnings[0].starts_with("b.json:1:23: field `global.frag`: unknown global key `frag` ignored"));
+        let e =
+            compile(r#"{ "tasks": { "thread0": { "exec": 5000, "period": 5000 } } }"#, "m.json", &topo()).unwrap_err();
+        assert_eq!(e.path, "tasks.thread0.exec");
+        assert!(e.msg.contains("pre-1.0 grammar"), "{e}");
+        let e = compile(r#"{ "resources": { "m0": { "type": "mutex" } } }"#, "r.json", &topo()).unwrap_err();
+        assert!(e.msg.contains("fragment") && e.msg.contains("merge.py"), "{e}");
     }
 
     #[test]
