@@ -2,6 +2,10 @@
 # The whole test suite (the README's test command): the Rust workspace's tests
 # (simulator, policies, agent), then the Python package's tests, with a freshly
 # reproduced AASH report checked in headless Chromium.
+# Time: mostly compiling, so it scales with the machine's load: from a cold
+# target/ the Python extension (py-release profile) takes ~2 min of CPU and
+# the workspace's tests most of the rest (README, "Quick start"); a second
+# run reuses target/ and the venv (target/venv).
 #
 # The real-machine tests (crates/ampsched-agent/tests/linux.rs: root, 2+ CPUs,
 # QEMU; they change affinities and boot a guest) are `#[ignore]`d, so plain
@@ -17,10 +21,8 @@ else
   echo "== cargo test --workspace (real-machine tests skipped: AMPSCHED_MACHINE_TESTS=1 runs them, as root)"
   cargo test --workspace
 fi
-if [ "${AMPSCHED_SKIP_INSTALL:-0}" != 1 ]; then
-  echo "== pip install .[test]"
-  python3 -m pip install -q --disable-pip-version-check ".[test]"
-fi
+# The package and its test tools go into the project's own venv (target/venv).
+. scripts/py-env.sh
 if [ -z "${AMPSCHED_REPORT:-}" ]; then
   report_dir="$(mktemp -d)"
   echo "== ampsched reproduce aash --out $report_dir/aash (for the browser test)"
@@ -28,7 +30,7 @@ if [ -z "${AMPSCHED_REPORT:-}" ]; then
   export AMPSCHED_REPORT="$report_dir/aash/report.html"
 fi
 echo "== pytest python/tests"
-python3 -m pytest -q python/tests
+"$PY" -m pytest -q python/tests
 if [ "${AMPSCHED_MACHINE_TESTS:-0}" != 1 ]; then
   echo "== skipped: the real-machine agent tests (crates/ampsched-agent/tests/linux.rs, root + QEMU);"
   echo "   run them with: sudo AMPSCHED_MACHINE_TESTS=1 bash scripts/test.sh (CI does)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from dataclasses import dataclass, field
@@ -17,10 +18,21 @@ NS = 1e9
 
 
 def _is_path(scenario: Scenario) -> bool:
-    """A path-like object, or a string with no newline that names an existing file."""
+    """Whether ``scenario`` names a file rather than holding TOML text.
+
+    A path-like object, or a one-line string that names an existing file, ends
+    in ``.toml`` or has no ``=`` (a scenario's TOML text always has one). A
+    path that does not exist raises `FileNotFoundError` ("no such file").
+    """
     if isinstance(scenario, os.PathLike):
-        return True
-    return "\n" not in scenario and os.path.exists(scenario)
+        path = os.fspath(scenario)
+    elif "\n" not in scenario and (os.path.exists(scenario) or scenario.endswith(".toml") or "=" not in scenario):
+        path = scenario
+    else:
+        return False
+    if not os.path.isfile(path):
+        raise FileNotFoundError(errno.ENOENT, "no such scenario file", path)
+    return True
 
 
 def split_params(params: Mapping[str, Any] | None) -> tuple[dict, dict]:

@@ -91,6 +91,44 @@ def test_errors_are_ampsched_errors_naming_the_place(tmp_path):
         ampsched.simulate(WEIGHTS, runs=0)
 
 
+def test_a_missing_path_says_no_such_file(tmp_path):
+    # A path, a str ending in .toml or a one-line str without `=` is a file
+    # name, never parsed as TOML text ('<scenario>:1:1: invalid key').
+    for missing in (tmp_path / "nope.toml", "/nonexistent.toml", "scenarios/none"):
+        with pytest.raises(FileNotFoundError, match="no such scenario file") as e:
+            ampsched.simulate(missing)
+        assert str(missing) in str(e.value)
+    with pytest.raises(FileNotFoundError):
+        ampsched.simulate(tmp_path)  # a directory is not a scenario file
+
+
+def test_the_trace_decodes_with_perfettos_official_protos(quickstart):
+    """The trace is a valid `perfetto.protos.Trace` for Perfetto's own protos
+    (the `perfetto` package's perfetto_trace_pb2), not only for our reader."""
+    pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    r = ampsched.simulate(quickstart, trace=True, trace_period_ms=50)
+    trace = pb2.Trace.FromString(r.traces[0])
+    kinds = [p.WhichOneof("data") for p in trace.packet]
+    assert set(kinds) == {"process_tree", "track_descriptor", "ftrace_events", "track_event"}
+    tree = next(p.process_tree for p in trace.packet if p.HasField("process_tree"))
+    names = {t.name for t in tree.threads}
+    # every vCPU of the quickstart's three domains is a thread named domain/vN
+    assert {f"{d}/v0" for d in r.domains["domain"]} <= names
+    switches = [
+        e.sched_switch
+        for p in trace.packet
+        if p.HasField("ftrace_events")
+        for e in p.ftrace_events.event
+        if e.HasField("sched_switch")
+    ]
+    assert switches and {s.next_comm for s in switches if s.next_pid} <= names
+    # counters are double values on tracks declared by a counter descriptor
+    counter_tracks = {p.track_descriptor.uuid for p in trace.packet if p.track_descriptor.HasField("counter")}
+    values = [p.track_event for p in trace.packet if p.HasField("track_event")]
+    assert values and all(v.track_uuid in counter_tracks and v.type == v.TYPE_COUNTER for v in values)
+    assert all(v.HasField("double_counter_value") for v in values)
+
+
 def test_rtapp_scenario_from_python(root):
     r = ampsched.simulate(root / "scenarios" / "rtapp" / "prodcons.toml")
     assert bool(r.summary.loc[0, "all_done"])
