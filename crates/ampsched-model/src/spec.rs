@@ -193,6 +193,73 @@ pub struct MachineSpec {
     /// Noise.
     #[serde(default)]
     pub noise: Vec<NoiseGroupSpec>,
+    /// Real-time tasks pinned to CPUs (`[[machine.rt_load]]`): RT pressure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rt_load: Vec<RtLoadSpec>,
+}
+
+/// A periodic SCHED_FIFO task pinned to one CPU, e.g. the duty-cycle hog
+/// (`ampsched-hog --cpu 1 --spin-ms 5 --sleep-ms 5` is `cpu = 1, spin_us =
+/// 5000, period_us = 10000`). The `linux` dispatcher runs it as an RT task
+/// above the fair class; the other dispatchers see the time it takes as
+/// noise on that CPU.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RtLoadSpec {
+    /// The CPU it is pinned to.
+    pub cpu: u32,
+    /// Run time per period, µs (0 < spin_us ≤ period_us).
+    pub spin_us: u64,
+    /// Period, µs.
+    pub period_us: u64,
+    /// Start of its first period, µs (< period_us). Default 0.
+    pub phase_us: Option<u64>,
+}
+
+impl RtLoadSpec {
+    /// Check `[[machine.rt_load]]` entries against a machine of `ncpus` CPUs
+    /// and build them (at most one per CPU).
+    pub fn build_all(specs: &[RtLoadSpec], ncpus: usize) -> Result<Vec<crate::topology::RtLoad>, ModelError> {
+        let mut out: Vec<crate::topology::RtLoad> = Vec::new();
+        for (i, r) in specs.iter().enumerate() {
+            let p = format!("machine.rt_load[{i}]");
+            if r.cpu as usize >= ncpus {
+                return Err(ModelError::new(
+                    format!("{p}.cpu"),
+                    format!("CPU {} does not exist (the machine has 0-{})", r.cpu, ncpus.saturating_sub(1)),
+                ));
+            }
+            if out.iter().any(|o| o.cpu.0 == r.cpu) {
+                return Err(ModelError::new(
+                    format!("{p}.cpu"),
+                    format!("CPU {} already has an rt_load (one per CPU)", r.cpu),
+                ));
+            }
+            if r.period_us == 0 {
+                return Err(ModelError::new(format!("{p}.period_us"), "must be > 0"));
+            }
+            if r.spin_us == 0 || r.spin_us >= r.period_us {
+                return Err(ModelError::new(
+                    format!("{p}.spin_us"),
+                    format!("must be in [1, period_us − 1] = [1, {}], got {}", r.period_us - 1, r.spin_us),
+                ));
+            }
+            let phase = r.phase_us.unwrap_or(0);
+            if phase >= r.period_us {
+                return Err(ModelError::new(
+                    format!("{p}.phase_us"),
+                    format!("must be < period_us ({}), got {phase}", r.period_us),
+                ));
+            }
+            out.push(crate::topology::RtLoad {
+                cpu: crate::ids::CpuId(r.cpu),
+                spin: Nanos::from_us(r.spin_us),
+                period: Nanos::from_us(r.period_us),
+                phase: Nanos::from_us(phase),
+            });
+        }
+        Ok(out)
+    }
 }
 
 /// A policy choice with its parameters (flattened into the same table).
@@ -585,5 +652,22 @@ mod tests {
         let ops = vec![OpSpec::Compute { ms: 1.0, mem: 1.5, ws_kb: 0, overlap: None }];
         let e = compile_program(&ops, "domain[0].workload.program").unwrap_err();
         assert_eq!(e.path, "domain[0].workload.program[0].compute.mem");
+    }
+
+    #[test]
+    fn rt_loads_are_checked_with_their_path() {
+        let ok = RtLoadSpec { cpu: 1, spin_us: 5000, period_us: 10_000, phase_us: None };
+        let built = RtLoadSpec::build_all(std::slice::from_ref(&ok), 2).unwrap();
+        assert_eq!(built[0].spin, Nanos::from_ms(5));
+        assert_eq!(built[0].period, Nanos::from_ms(10));
+        let bad = |r: RtLoadSpec| RtLoadSpec::build_all(&[r], 2).unwrap_err();
+        assert_eq!(bad(RtLoadSpec { cpu: 2, ..ok.clone() }).path, "machine.rt_load[0].cpu");
+        let e = bad(RtLoadSpec { spin_us: 10_000, ..ok.clone() });
+        assert_eq!(e.path, "machine.rt_load[0].spin_us");
+        assert!(e.msg.contains("[1, 9999]"), "{}", e.msg);
+        assert_eq!(bad(RtLoadSpec { phase_us: Some(10_000), ..ok.clone() }).path, "machine.rt_load[0].phase_us");
+        assert_eq!(bad(RtLoadSpec { period_us: 0, ..ok.clone() }).path, "machine.rt_load[0].period_us");
+        let e = RtLoadSpec::build_all(&[ok.clone(), ok], 2).unwrap_err();
+        assert_eq!(e.path, "machine.rt_load[1].cpu");
     }
 }

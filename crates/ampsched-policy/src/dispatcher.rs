@@ -100,6 +100,11 @@ pub trait Dispatcher: Send {
     fn tick_period(&self) -> Nanos;
     /// Period of `account` (`Nanos::ZERO` = none).
     fn account_period(&self) -> Nanos;
+    /// True when it runs the machine's RT loads itself (an RT class above
+    /// its own); otherwise the simulator charges them as noise.
+    fn models_rt_load(&self) -> bool {
+        false
+    }
     /// The run's seed, given once before `init`, for a dispatcher's own seeded
     /// randomness (e.g. `fair`'s initial placement); default: unused.
     fn seed(&mut self, _seed: u64) {}

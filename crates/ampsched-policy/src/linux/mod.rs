@@ -729,7 +729,6 @@ impl Linux {
     fn rt_edge(&mut self, cpu: CpuId, now: Nanos, fx: &mut Effects) {
         if self.rt_active(cpu, now) {
             if self.rq[cpu.idx()].curr.is_some() {
-                self.stats.rt_preempts += 1;
                 self.overloaded = true;
                 fx.resched(cpu);
             }
@@ -765,6 +764,10 @@ impl Dispatcher for Linux {
 
     fn tick_period(&self) -> Nanos {
         Nanos::ZERO
+    }
+
+    fn models_rt_load(&self) -> bool {
+        true
     }
 
     fn account_period(&self) -> Nanos {
@@ -867,6 +870,9 @@ impl Dispatcher for Linux {
             self.se[p.idx()].last_ran = now;
             self.se[p.idx()].on_rq = true;
             self.rq[c].queue.push(p);
+            if prev_runnable && self.rt_active(cpu, now) {
+                self.stats.rt_preempts += 1;
+            }
             if !prev_runnable {
                 // dequeue_entity of a sleeping task.
                 self.dequeue(p, now);

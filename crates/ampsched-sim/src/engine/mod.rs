@@ -108,7 +108,7 @@ pub struct Sim {
 impl Sim {
     /// Build a simulation from its configuration.
     pub fn new(cfg: SimConfig) -> Sim {
-        let topo = cfg.topo;
+        let topo = dispatch::rt_loads_for(cfg.topo, cfg.dispatcher.models_rt_load());
         let nclass = topo.classes.len();
         let mut group_size = Vec::new();
         for t in cfg.tasks.iter().filter(|t| t.program.ops.first() != Some(&Op::End)) {

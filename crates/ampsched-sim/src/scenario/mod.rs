@@ -361,7 +361,9 @@ fn build_topology(spec: &ScenarioSpec) -> Result<Topology, ModelError> {
     if !(cache.llc_refill_gbps > 0.0 && cache.dram_refill_gbps > 0.0) {
         return Err(ModelError::new("machine.cache", "refill bandwidths must be > 0"));
     }
-    Ok(Topology::new(classes, cpus, cache))
+    let mut topo = Topology::new(classes, cpus, cache);
+    topo.rt_loads = ampsched_model::spec::RtLoadSpec::build_all(&m.rt_load, n)?;
+    Ok(topo)
 }
 
 fn affinity_of(s: &Option<String>, path: String, topo: &Topology) -> Result<CpuSet, ModelError> {
