@@ -3,7 +3,7 @@
 //! simulator runs), apply only the affinity changes, export metrics and log
 //! decisions.
 //!
-//! Mapping (ARCHITECTURE.md): a target process or VM is a domain
+//! Mapping (docs/design/architecture.md): a target process or VM is a domain
 //! ([`DomainId`], dense, never reused); each managed thread is a task
 //! ([`TaskId`], dense in discovery order, stable for the run, never reused).
 //! A process's threads are numbered 0, 1, … in discovery order (`vcpu`), a

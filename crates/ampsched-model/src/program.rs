@@ -4,7 +4,7 @@
 //! flat form, which the simulator interprets with a program counter and a loop
 //! stack. Work is measured in nanoseconds on a speed-1.0 core; a compute segment
 //! with memory-stall fraction `m` takes `work × ((1 − m)/s + m)` on a core of
-//! speed `s` (workloads.md).
+//! speed `s` (docs/design/workloads.md).
 
 use crate::cpuset::CpuSet;
 use crate::time::Nanos;

@@ -285,7 +285,7 @@ pub enum PriorityClass {
     High,
 }
 
-/// Co-scheduling type of a domain (cosched.md).
+/// Co-scheduling type of a domain (docs/design/cosched.md).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CoschedType {
@@ -495,7 +495,7 @@ pub enum OpSpec {
 }
 
 /// Default libgomp-like spin limit when `spin-then-block` gives none: 300 000
-/// spins ≈ 2 ms (workloads.md: 1.5-3 ms).
+/// spins ≈ 2 ms (docs/design/workloads.md: 1.5-3 ms).
 pub const DEFAULT_SPIN_LIMIT_US: f64 = 2000.0;
 
 fn wait_of(kind: WaitKind, limit_us: Option<f64>, path: &str) -> Result<Wait, ModelError> {

@@ -75,7 +75,7 @@ pub struct CpuInfo {
     pub noise: NoiseSpec,
 }
 
-/// Cache parameters for the migration refill cost (see workloads.md).
+/// Cache parameters for the migration refill cost (see docs/design/workloads.md).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CacheSpec {
     /// Private L2 per CPU, KiB.
@@ -92,9 +92,9 @@ pub struct CacheSpec {
 pub const DEFAULT_L2_KB: u32 = 512;
 /// L3 of the paper's Opteron 2350: 2 MiB per chip (memory domain).
 pub const DEFAULT_LLC_KB: u32 = 2048;
-/// 512 KiB from LLC in ≈ 75 µs (workloads.md: 50-100 µs) ≈ 7 GB/s.
+/// 512 KiB from LLC in ≈ 75 µs (docs/design/workloads.md: 50-100 µs) ≈ 7 GB/s.
 pub const DEFAULT_LLC_REFILL_GBPS: f64 = 7.0;
-/// 2.5 MiB from DRAM in ≈ 1.1 ms (workloads.md: 0.5-1.7 ms) ≈ 2.4 GB/s.
+/// 2.5 MiB from DRAM in ≈ 1.1 ms (docs/design/workloads.md: 0.5-1.7 ms) ≈ 2.4 GB/s.
 pub const DEFAULT_DRAM_REFILL_GBPS: f64 = 2.4;
 
 impl Default for CacheSpec {
@@ -286,10 +286,10 @@ mod tests {
     #[test]
     fn refill_cost_matches_spec_ranges() {
         let c = CacheSpec::default();
-        // within a memory domain: 512 KiB / 7 GB/s = 524288 / 7 ≈ 74.9 µs (spec: 50-100 µs)
+        // within a memory domain: 512 KiB / 7 GB/s = 524288 / 7 ≈ 74.9 µs (docs/design/workloads.md: 50-100 µs)
         let local = c.refill_cost(8192, 1.0, false);
         assert!((50_000..=100_000).contains(&local.0), "{local:?}");
-        // across: (512 + 2048) KiB / 2.4 GB/s = 2621440 / 2.4 ≈ 1.09 ms (spec: 0.5-1.7 ms)
+        // across: (512 + 2048) KiB / 2.4 GB/s = 2621440 / 2.4 ≈ 1.09 ms (docs/design/workloads.md: 0.5-1.7 ms)
         let remote = c.refill_cost(8192, 1.0, true);
         assert!((500_000..=1_700_000).contains(&remote.0), "{remote:?}");
         // a streaming program (overlap 0) pays nothing

@@ -1,6 +1,6 @@
 //! `aash`: the asymmetry-aware hypervisor scheduler, on top of Xen credit.
 //!
-//! Follows aash.md (Kazempour, Kamali, Fedorova, VEE 2010, §3). Credit still
+//! Follows docs/design/aash.md (Kazempour, Kamali, Fedorova, VEE 2010, §3). Credit still
 //! decides *how much* CPU each vCPU gets (weights, caps, BOOST, OVER/UNDER,
 //! ratelimit: all of `credit.rs`, unchanged); AASH decides *where*, fast or
 //! slow. How: credit runs over a view of the tasks whose affinity is

@@ -1,7 +1,7 @@
 //! `aash+pcs` and `aash+bcs`: co-scheduling on asymmetric cores.
 //!
-//! Design (beyond the seed: cosched.md's open question of co-scheduling on
-//! heterogeneous multicores; AASH per aash.md, PCS/BCS per cosched.md).
+//! Design (beyond the seed: co-scheduling on heterogeneous multicores,
+//! docs/design/cosched.md "Beyond the papers"; AASH per docs/design/aash.md, PCS/BCS per docs/design/cosched.md).
 //! Three decisions, three owners, composed rather than merged:
 //! - credit (`credit.rs`) decides *how much* each vCPU runs;
 //! - AASH (`aash.rs`) decides *where*: fast credits go round-robin through

@@ -1,7 +1,7 @@
 //! The `aash` placer: AASH's fast-core rotation as periodic affinity masks,
 //! for the real agent (Linux is the dispatcher) and for the simulator.
 //!
-//! Follows aash.md (Kazempour et al., VEE 2010, §3), with the same fast
+//! Follows docs/design/aash.md (Kazempour et al., VEE 2010, §3), with the same fast
 //! queue as the `aash` dispatcher (`fastqueue.rs`). Every period (default
 //! 30 ms, one credit accounting period) it:
 //! 1. takes the active vCPUs (ran or were runnable in the period, or are

@@ -1,6 +1,6 @@
 //! `bcs`: boost co-scheduling (BCS): co-schedule by priority, not by signal.
 //!
-//! Design (cosched.md "BCS"; Yu, Wang, Guo, He, IJPEDS 2013, on Xen 4.0.1's
+//! Design (docs/design/cosched.md "BCS"; Yu, Wang, Guo, He, IJPEDS 2013, on Xen 4.0.1's
 //! credit scheduler): a new priority `COS` (credit.rs `PRI_COS`) above
 //! BOOST. Pick-next on pCPU `c` chooses by credit's rules; then
 //! - if the pick was raised to `COS`, it is lowered back to the priority it

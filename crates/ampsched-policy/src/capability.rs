@@ -1,5 +1,5 @@
 //! `capability`: the capability balancer of parallel applications (Kim et al.,
-//! J. Zhejiang Univ-Sci C 2012; capability.md, "Capability metrics" and
+//! J. Zhejiang Univ-Sci C 2012; docs/design/capability.md, "Capability metrics" and
 //! "Balancing process"). A placer: it runs on top of any dispatcher (with
 //! `fair` it reproduces the paper's Linux setting) and acts only by pinning
 //! tasks to single CPUs.
@@ -84,7 +84,7 @@ pub const DEFAULT_INTERVAL: Nanos = Nanos::from_secs(1);
 /// Default step-3 tolerance, %: one jiffy of a 1 s interval at USER_HZ 100.
 pub const DEFAULT_TOLERANCE_PCT: f64 = 1.0;
 
-/// Task selection policy (capability.md, "Task selection policies").
+/// Task selection policy (docs/design/capability.md, "Task selection policies").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Selection {
     /// Runqueue (arrival) order: the longest-resident task.

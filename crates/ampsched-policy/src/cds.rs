@@ -1,6 +1,6 @@
 //! `cds`: co-descheduling (CDS), the strict variant of hybrid co-scheduling.
 //!
-//! Design (cosched.md "CDS"; strict co-scheduling as in VMware ESX's
+//! Design (docs/design/cosched.md "CDS"; strict co-scheduling as in VMware ESX's
 //! "co-stop", applied to the CS scheme of `cs.rs`): everything of CS, and
 //! additionally when a vCPU of a `CON` domain D is descheduled while still
 //! runnable by a normal pick (its slice ended and something else won,

@@ -1,7 +1,7 @@
 //! Shared co-scheduling machinery: the layer that turns a credit-based
 //! dispatcher into `cs`, `cds`, `pcs`, `bcs`, `aash+pcs` or `aash+bcs`.
 //!
-//! Design (cosched.md; Weng et al., VEE 2009 for CS, co-descheduling as in
+//! Design (docs/design/cosched.md; Weng et al., VEE 2009 for CS, co-descheduling as in
 //! VMware's strict co-scheduling for CDS, Yu et al., IJPEDS 2013 for PCS and
 //! BCS, all patches of Xen 4.0's credit scheduler). Credit decides *how
 //! much* every vCPU runs (credits, weights, BOOST/UNDER/OVER, ratelimit),

@@ -1,6 +1,6 @@
 //! `credit` and `xen40`: the Xen credit scheduler (credit1), the baseline.
 //!
-//! Design (credit.md; Xen `xen/common/sched/credit.c`, and `sched_credit.c`
+//! Design (docs/design/credit.md; Xen `xen/common/sched/credit.c`, and `sched_credit.c`
 //! of Xen 4.0 for the `xen40` profile):
 //! - Each vCPU holds credits; 1 credit = 100 µs of running (10 credits/ms).
 //!   Running burns credits exactly, with a sub-credit residual carried over

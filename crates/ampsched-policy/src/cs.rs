@@ -1,7 +1,7 @@
 //! `cs`: hybrid co-scheduling (CS) on the Xen credit scheduler, the baseline
 //! of the co-scheduling family.
 //!
-//! Design (cosched.md "CS"; Weng, Wang, Li, Liu, "The hybrid scheduling
+//! Design (docs/design/cosched.md "CS"; Weng, Wang, Li, Liu, "The hybrid scheduling
 //! framework for virtual machine systems", VEE 2009): domains are `HIT`
 //! (plain credit) or `CON` (co-schedule its vCPUs). When a pCPU's normal
 //! pick (credit's rules) is a vCPU of a `CON` domain D, it raises a

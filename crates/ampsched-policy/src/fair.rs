@@ -1,6 +1,6 @@
 //! `fair`: a CFS-like dispatcher with a runqueue-length balancer — the
-//! asymmetry-unaware commodity OS that the capability balancer (capability.md,
-//! "Why") and the asymmetry study (asymmetry-study.md, baseline) start from.
+//! asymmetry-unaware commodity OS that the capability balancer (docs/design/capability.md,
+//! "Why") and the asymmetry study (docs/design/asymmetry-study.md, baseline) start from.
 //!
 //! Design (Linux `kernel/sched/fair.c`, simplified):
 //! - Per-CPU runqueues ordered by virtual runtime `(vruntime, TaskId)`; the
@@ -32,7 +32,7 @@
 //!   tasks it is allowed to run, least recently run first (ties by id); if
 //!   every task of that CPU is pinned elsewhere it tries the next busiest.
 //!   A CPU about to idle does the same at once (newidle balance).
-//!   Consequence (the property capability.md relies on): with the task count
+//!   Consequence (the property docs/design/capability.md relies on): with the task count
 //!   a multiple of the CPU count and tasks spread evenly, it never moves a
 //!   task, however slow or noisy a CPU is. It knows nothing of speed or noise.
 //! - No ticks: slices end by the simulator's slice timer, and vruntime is

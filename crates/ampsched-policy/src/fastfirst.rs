@@ -1,6 +1,6 @@
 //! `fast-first`: "fast cores never go idle before slow cores", the
 //! asymmetry-aware kernel fix proposed by Balakrishnan et al., ISCA 2005
-//! (asymmetry-study.md, "The asymmetry-aware kernel scheduler fix"), as a
+//! (docs/design/asymmetry-study.md, "The asymmetry-aware kernel scheduler fix"), as a
 //! placer on top of an asymmetry-unaware dispatcher (`fair`).
 //!
 //! Design, every `interval_ms`:

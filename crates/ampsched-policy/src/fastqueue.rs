@@ -1,8 +1,8 @@
 //! The AASH fast queue: who holds fast credits next accounting period.
-//! Shared by the `aash` dispatcher and the `aash` placer (ARCHITECTURE.md:
+//! Shared by the `aash` dispatcher and the `aash` placer (docs/design/architecture.md:
 //! shared logic lives once).
 //!
-//! Design (aash.md, mechanisms 1, 3 and 4; Kazempour et al., VEE 2010, §3):
+//! Design (docs/design/aash.md, mechanisms 1, 3 and 4; Kazempour et al., VEE 2010, §3):
 //! - The queue is a circular list of **share tokens**. With the per-vCPU
 //!   share unit (the paper's default) every active vCPU owns one token; with
 //!   the per-VM unit every active domain owns one. Two queues exist: the
@@ -12,7 +12,7 @@
 //!      queue, until `n_fast` vCPUs are granted or every token was consumed;
 //!      each consumed token grants one vCPU (below), or nothing;
 //!   2. rotate each queue by moving as many tokens as it had consumed from
-//!      its **tail to its head** (aash.md step 3). With a constant number
+//!      its **tail to its head** (docs/design/aash.md step 3). With a constant number
 //!      consumed, consumption walks backwards round the circle: a strict
 //!      round-robin, each token once every `len / n_fast` periods.
 //! - A token grants its own vCPU (legacy guest, per-vCPU unit). Otherwise
@@ -75,7 +75,7 @@ pub enum LowParVariant {
     InverseProportional,
 }
 
-/// Switches of the fast-queue mechanisms (aash.md "each mechanism must be switchable").
+/// Switches of the fast-queue mechanisms (docs/design/aash.md "each mechanism must be switchable").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FastQueueConfig {
     /// Mechanism 1: round-robin fast credits among the normal queue.

@@ -1,6 +1,6 @@
 //! ampsched-policy: the scheduling brains, pure and deterministic.
 //!
-//! Two levels of decision (ARCHITECTURE.md): a [`Dispatcher`] decides which
+//! Two levels of decision (docs/design/architecture.md): a [`Dispatcher`] decides which
 //! task runs on a CPU now and for how long (simulator only); a [`Placer`]
 //! periodically turns a [`Snapshot`] into affinity changes (simulator and the
 //! real agent). Policies never read clocks or do I/O: time comes in as an

@@ -1,7 +1,7 @@
 //! `pcs`: partial co-scheduling (PCS): signal only the pCPUs that hold the
 //! domain's vCPUs.
 //!
-//! Design (cosched.md "PCS"; Yu, Wang, Guo, He, "Optimisation schemes to
+//! Design (docs/design/cosched.md "PCS"; Yu, Wang, Guo, He, "Optimisation schemes to
 //! improve hybrid co-scheduling for concurrent virtual machines", IJPEDS
 //! 2013, implemented in Xen 4.0.1's credit scheduler). State:
 //! - per pCPU `co_dom`: the domain this pCPU must co-schedule, or none;
@@ -34,7 +34,7 @@
 //! `co_partners`; `co_dom[p]` is set exactly for `p` in `co_workers`.
 //! Units: ns. Departures, on purpose: the initiating pCPU counts as a
 //! partner while its operation is in progress (so "never share a pCPU"
-//! holds for every pCPU an operation touches, the spec adds only `m`); a
+//! holds for every pCPU an operation touches, docs/design/cosched.md adds only `m`); a
 //! pick of D while D's own operation is in progress runs as is; when no
 //! `HIT` vCPU waits in step 2's fallback, x runs without co-scheduling
 //! rather than leaving the pCPU idle; answers may wait out credit's

@@ -1,6 +1,6 @@
 //! `ampsched._ampsched`: the Python bindings of ampsched (PyO3, built by maturin).
 //!
-//! Translation only (ARCHITECTURE.md, rule 9): scenario text or path in,
+//! Translation only (docs/design/architecture.md, rule 9): scenario text or path in,
 //! the simulator's `ampsched.sim/1` JSON (and Perfetto trace bytes) out.
 //! Policy parameters cross as JSON text and become `Params`; every Rust error
 //! becomes an `AmpschedError` (a `ValueError`) in one place, `to_py`. The

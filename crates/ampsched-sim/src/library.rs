@@ -3,7 +3,7 @@
 //!
 //! Design. The models (which program, which template, which numbers, where the
 //! numbers come from) live in `models/library.toml`, never in code
-//! (ARCHITECTURE.md rule 6). Code holds only the *templates*: how a parameter
+//! (docs/design/architecture.md rule 6). Code holds only the *templates*: how a parameter
 //! set becomes one [`Program`] per thread of a sync group. A scenario names a
 //! model and may override any of its parameters; overrides are checked against
 //! the template's parameter list exactly like the file's own values.
@@ -38,7 +38,7 @@
 //!
 //! Units: `_s` seconds, `_ms` milliseconds, `_us` microseconds, all of work
 //! at speed 1.0 except `io_ms` (wall time) and `spin_limit_us` (CPU time
-//! spent spinning); `ws_kb` KiB. Source of the models: workloads.md.
+//! spent spinning); `ws_kb` KiB. Source of the models: docs/design/workloads.md.
 
 use ampsched_model::program::{Op, Program, Schedule, Wait};
 use ampsched_model::spec::{ParamValue, Params};
@@ -150,7 +150,7 @@ const MAX_TIME: f64 = 1e9;
 /// Largest loop count.
 const MAX_COUNT: u64 = u32::MAX as u64;
 /// Default spin limit of spin-then-block: 300 000 spins ≈ 2 ms, modern libgomp
-/// (workloads.md); the NPB models set the pre-GCC-4.6 limit themselves.
+/// (docs/design/workloads.md); the NPB models set the pre-GCC-4.6 limit themselves.
 const DEFAULT_SPIN_LIMIT_US: f64 = ampsched_model::spec::DEFAULT_SPIN_LIMIT_US;
 
 const fn float(lo: f64, hi: f64) -> Kind {
@@ -1295,7 +1295,7 @@ mod tests {
         assert!((t1 - 20.0).abs() < 1e-9);
         assert!((t2 - 16.0).abs() < 1e-9);
         assert!((t1 / t2 - 2.0 / (1.0 + 0.6)).abs() < 1e-12);
-        // eon: m = 0.03 → SF = 2/1.03 ≈ 1.94 (spec table: 1.95).
+        // eon: m = 0.03 → SF = 2/1.03 ≈ 1.94 (docs/design/workloads.md table: 1.95).
         let p = &lib.instantiate("eon", &Params::new(), 1, "t").unwrap()[0];
         assert!((time_on(p, 1.0) / time_on(p, 2.0) - 2.0 / 1.03).abs() < 1e-12);
     }

@@ -1,5 +1,5 @@
 //! AASH through the simulator: worked examples and property tests of the
-//! invariants of aash.md (fair sharing, fast never idle, one fast↔slow
+//! invariants of docs/design/aash.md (fair sharing, fast never idle, one fast↔slow
 //! migration per period, aware guests' fast vCPUs first).
 
 use ampsched_model::{CpuId, Nanos, TaskId};

@@ -1,5 +1,5 @@
-//! Co-scheduling through the simulator: the spec's time-slot worked example
-//! (cosched.md), lock-holder preemption with the real dispatchers, and the
+//! Co-scheduling through the simulator: docs/design/cosched.md's time-slot worked example
+//! (docs/design/cosched.md), lock-holder preemption with the real dispatchers, and the
 //! invariants of cs, pcs and bcs as properties over random scenarios, plus
 //! the scatter property.
 
@@ -32,7 +32,7 @@ fn run_named(text: &str, seed: u64, name: &str) -> RunResult {
 }
 
 // ---------------------------------------------------------------------------
-// The time-slot example (cosched.md, "The problem being solved")
+// The time-slot example (docs/design/cosched.md, "The problem being solved")
 // ---------------------------------------------------------------------------
 
 /// Slot length of the example.

@@ -3,7 +3,7 @@
 //! `fast-first` placer. Worked examples: expected arithmetic above each
 //! assertion.
 //!
-//! Study machines use fast = speed 1.0 and slow = 1/k (asymmetry-study.md's
+//! Study machines use fast = speed 1.0 and slow = 1/k (docs/design/asymmetry-study.md's
 //! `nf-ms/k`), so total compute power `n + m/k` is the sum of speeds and work
 //! is measured in fast-core milliseconds.
 

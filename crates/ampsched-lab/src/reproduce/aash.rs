@@ -1,4 +1,4 @@
-//! The AASH study (aash.md; experiments.md, AASH table): nine experiments,
+//! The AASH study (docs/design/aash.md; docs/design/experiments.md, AASH table): nine experiments,
 //! credit against AASH (and, where it isolates a mechanism, AASH with that
 //! mechanism off). Every figure and sentence below is computed from the runs.
 
@@ -244,7 +244,7 @@ fn find<'a>(st: &'a [CaseStats], subject: &str, policy: &str) -> &'a CaseStats {
 fn analyse(all: &[Runs]) -> Report {
     let mut rep = Report {
         intro: vec![
-            "Each section is one row of the AASH table in experiments.md: the setup, a table of mean ± stdev over seeds \
+            "Each section is one row of the AASH table in docs/design/experiments.md: the setup, a table of mean ± stdev over seeds \
              (speedup: mean [min, max] of per-seed speedups against the baseline on the same seed), the figures the \
              study draws, and a paragraph computed from the metrics. Workload models come from models/library.toml \
              and are not tuned to any result; summary.json holds every figure."

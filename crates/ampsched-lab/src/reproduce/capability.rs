@@ -1,4 +1,4 @@
-//! The capability-balancing study (capability.md; experiments.md, capability
+//! The capability-balancing study (docs/design/capability.md; docs/design/experiments.md, capability
 //! table): the chore counter under natural, static and dynamic asymmetry
 //! against the task count and the balance interval, and the NPB kernels one
 //! at a time and all at once, always the runqueue balancer alone (`fair`
@@ -48,7 +48,7 @@ pub const STUDY: Study = Study {
 fn analyse(all: &[Runs]) -> Report {
     let mut rep = Report {
         intro: vec![
-            "Each section is one row of the capability table in experiments.md: the setup, tables of mean ± stdev \
+            "Each section is one row of the capability table in docs/design/experiments.md: the setup, tables of mean ± stdev \
              over seeds, the study's figures and a paragraph computed from the metrics. Baseline: the runqueue \
              balancer alone (the `fair` dispatcher models an asymmetry-unaware OS). Chore counts are the tasks' \
              completed 1 ms work quanta in 100 s; NPB models come from models/library.toml and are not tuned to \

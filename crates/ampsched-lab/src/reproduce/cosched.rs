@@ -1,4 +1,4 @@
-//! The co-scheduling study (cosched.md; experiments.md, co-scheduling table):
+//! The co-scheduling study (docs/design/cosched.md; docs/design/experiments.md, co-scheduling table):
 //! SPLASH-2 LU and the NAS Parallel Benchmarks in one or two concurrent
 //! (`CON`) domains under credit, CS, CDS, PCS and BCS, and the step beyond
 //! the paper, co-scheduling on asymmetric cores (`cosched-amp`: AASH composed

@@ -1,4 +1,4 @@
-//! The asymmetry study (asymmetry-study.md; experiments.md, study table):
+//! The asymmetry study (docs/design/asymmetry-study.md; docs/design/experiments.md, study table):
 //! the nine nf-ms/k configurations × workload kinds, the asymmetry-unaware OS
 //! (`fair`) with and without the fast-first fix, several seeds per cell.
 //!

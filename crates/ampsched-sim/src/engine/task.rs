@@ -5,7 +5,7 @@
 //! Units: work is nanoseconds at speed 1.0; `mem` is the memory-bound share
 //! of the work (it does not speed up on a faster CPU); noise is the share of
 //! a CPU's time stolen from the task. A cache refill owed after a migration
-//! takes `REFILL_SHARE` of the cycles until it is paid (workloads.md, "Cost
+//! takes `REFILL_SHARE` of the cycles until it is paid (docs/design/workloads.md, "Cost
 //! of migration").
 //!
 //! May import: `engine::config` (`TaskInit`) and the model. Must never
@@ -22,7 +22,7 @@ pub(super) const EPS: f64 = 1e-6;
 /// refill after a migration: a cold cache slows the code that touches the data
 /// (misses interleave with work) rather than stalling it up front, so a short
 /// critical section right after a migration is not held for the whole refill.
-/// The total cost charged is unchanged (workloads.md, "Cost of migration").
+/// The total cost charged is unchanged (docs/design/workloads.md, "Cost of migration").
 pub(super) const REFILL_SHARE: f64 = 0.5;
 
 /// Where a task is in its life.
