@@ -761,6 +761,21 @@ def compare(out: Path, calib_file: Path | None, only: list[str] | None, seeds: i
     return res
 
 
+def markdown_table(res: dict) -> str:
+    """comparison.json as the table in docs/xen.md."""
+    cal = res["calibration"]
+    L = [f"Calibration: fast/slow = {cal['ratio']:.2f} (units/s per pool pCPU "
+         f"{', '.join('%.0f' % r for r in cal['units_per_s'])}; load average {cal['loadavg'][0]:.1f}).", "",
+         "| case | policy | metric | Xen | simulator | difference | Xen completion s | simulator completion s | load |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    for r in res["rows"]:
+        xc = ", ".join(f"{k} {v:.1f}" for k, v in r["xen_completion_s"].items())
+        sc = ", ".join(f"{k} {v:.1f}" for k, v in r["sim_completion_s"].items())
+        L.append(f"| {r['case']} | {r['policy']} | {r['metric']} | {r['xen']:.2f} | {r['sim']:.2f} | "
+                 f"{r['rel_diff'] * 100:.0f} % | {xc} | {sc} | {r['loadavg']:.1f} |")
+    return "\n".join(L) + "\n"
+
+
 def smoke(out: Path) -> None:
     """Structure only, no timing: patched scheduler running, both domains finish, counters read back,
     AASH's fast-core share recorded."""
@@ -826,6 +841,8 @@ def main(argv: list[str]) -> int:
     cp.add_argument("--calibration", type=Path, help="a calibration.json from `calibrate` (default: calibrate first)")
     cp.add_argument("--only", nargs="*", help=f"cases: {', '.join(c[0] for c in COMPARE)}")
     cp.add_argument("--seeds", type=int, default=3)
+    t = sub.add_parser("table")
+    t.add_argument("comparison", type=Path)
     k = sub.add_parser("check")
     k.add_argument("scenario", type=Path)
     a = ap.parse_args(argv)
@@ -844,6 +861,8 @@ def main(argv: list[str]) -> int:
             calibrate(out, a.pcpus, a.fast)
         elif a.cmd == "smoke":
             smoke(out)
+        elif a.cmd == "table":
+            print(markdown_table(json.loads(a.comparison.read_text())), end="")
         elif a.cmd == "compare":
             compare(out, a.calibration, a.only, a.seeds)
     except LabError as e:
