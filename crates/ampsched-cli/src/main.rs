@@ -15,10 +15,45 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 mod agent_cmd;
+mod compare;
+
+/// The quickstart scenario, built in so `ampsched demo` runs from any directory.
+const QUICKSTART: &str = include_str!("../../../scenarios/examples/quickstart.toml");
+
+const EXAMPLES: &str = "Examples:
+  ampsched demo                                   the quickstart: credit alone vs credit + aash, side by side
+  ampsched sim scenarios/examples/quickstart.toml --compare aash
+  ampsched sim scenarios/aash/aash-fair.toml --set program=mcf --runs 5 --json out.json
+  ampsched sim scenarios/rtapp/periodic.toml --trace periodic.perfetto-trace
+  ampsched reproduce aash --out results/aash      then open results/aash/report.html
+  ampsched policies                               every dispatcher and placer with its parameters";
+
+const SIM_EXAMPLES: &str = "Examples:
+  ampsched sim scenarios/examples/quickstart.toml                  3 seeds: one table of means
+  ampsched sim scenarios/examples/quickstart.toml --compare aash   the file's placer vs aash
+  ampsched sim scenarios/examples/quickstart.toml --seed 7 --runs 10 --per-run
+  ampsched sim scenarios/aash/aash-fair.toml --set program=mcf --json -";
+
+/// A count or seed given on the command line: an integer ≥ 0 (negative
+/// values reach here instead of being taken for flags, so the error says the range).
+fn non_negative<T: std::str::FromStr>(s: &str) -> Result<T, String> {
+    match s.parse::<i128>() {
+        Ok(v) if v < 0 => Err(format!("must be ≥ 0, got {v}")),
+        _ => s.parse::<T>().map_err(|_| format!("must be an integer ≥ 0, got `{s}`")),
+    }
+}
+
+/// Like `non_negative`, and at least 1.
+fn positive(s: &str) -> Result<u32, String> {
+    match non_negative::<u32>(s)? {
+        0 => Err("must be ≥ 1, got 0".into()),
+        v => Ok(v),
+    }
+}
 
 /// Asymmetry-aware scheduling for heterogeneous multicores: simulate, deploy, analyse.
 #[derive(Parser)]
-#[command(name = "ampsched", version, about)]
+#[command(name = "ampsched", version, about, after_help = EXAMPLES)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -26,7 +61,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Run the quickstart (1 fast + 3 slow CPUs, three VMs) with credit alone and with the aash placer, side by side.
+    Demo {
+        /// Worker threads (0 = all cores).
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = non_negative::<usize>)]
+        jobs: usize,
+    },
     /// Simulate a scenario file and print a table (and JSON with --json).
+    #[command(after_help = SIM_EXAMPLES)]
     Sim {
         /// Scenario file (TOML).
         scenario: PathBuf,
@@ -36,21 +78,27 @@ enum Cmd {
         /// Placer to use instead of the file's.
         #[arg(long)]
         placer: Option<String>,
-        /// First seed (default: the file's, else 1).
-        #[arg(long)]
+        /// First seed, ≥ 0 (default: the file's, else 1).
+        #[arg(long, allow_negative_numbers = true, value_parser = non_negative::<u64>)]
         seed: Option<u64>,
-        /// Number of runs, seeds seed..seed+runs (default: the file's, else 1).
-        #[arg(long)]
+        /// Number of runs, ≥ 1, on seeds seed, seed+1, …, seed+runs−1 (default: the file's, else 1).
+        #[arg(long, allow_negative_numbers = true, value_parser = positive)]
         runs: Option<u32>,
         /// Write the results as JSON (schema ampsched.sim/1) to this file ("-" = stdout).
         #[arg(long)]
         json: Option<PathBuf>,
-        /// Worker threads for several runs (0 = all cores).
-        #[arg(long, default_value_t = 0)]
+        /// Worker threads for several runs, ≥ 0 (0 = all cores).
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = non_negative::<usize>)]
         jobs: usize,
         /// Print no table.
         #[arg(long)]
         quiet: bool,
+        /// Several runs: print each run's table instead of one table of means over the seeds.
+        #[arg(long)]
+        per_run: bool,
+        /// Also run the same seeds with this placer and print both side by side (e.g. aash).
+        #[arg(long, value_name = "PLACER")]
+        compare: Option<String>,
         /// Set a scenario variable (`[vars]`), e.g. --set program=mcf; repeatable.
         #[arg(long = "set", value_name = "NAME=VALUE")]
         set: Vec<String>,
@@ -65,8 +113,8 @@ enum Cmd {
         /// Output directory (default: results/<study>).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Worker threads (0 = all cores).
-        #[arg(long, default_value_t = 0)]
+        /// Worker threads, ≥ 0 (0 = all cores).
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = non_negative::<usize>)]
         jobs: usize,
         /// Read the experiment files from DIR/<study>/ instead of the built-in copies.
         #[arg(long, value_name = "DIR")]
@@ -74,8 +122,8 @@ enum Cmd {
         /// Only experiments whose name contains this; repeatable.
         #[arg(long)]
         only: Vec<String>,
-        /// Seeds per case and policy (default: each file's).
-        #[arg(long)]
+        /// Seeds per case and policy, ≥ 1 (default: each file's).
+        #[arg(long, allow_negative_numbers = true, value_parser = positive)]
         seeds: Option<u32>,
         /// Only the case with this exact name (e.g. `static/4`); repeatable.
         #[arg(long = "case", value_name = "NAME")]
@@ -111,19 +159,25 @@ fn policy_override(name: Option<String>, file: &PolicySpec) -> Option<PolicySpec
     })
 }
 
+/// A progress bar on stderr (indicatif: bar, runs done, elapsed time, ETA)
+/// when `enabled`; created at the first report, when the total is known.
 fn progress_bar(enabled: bool) -> impl Fn(usize, usize) + Sync {
+    let bar = std::sync::OnceLock::new();
     move |done, total| {
         if !enabled {
             return;
         }
-        let width = 30;
-        let filled = done * width / total.max(1);
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r[{}{}] {done}/{total} runs", "#".repeat(filled), " ".repeat(width - filled));
+        let pb = bar.get_or_init(|| {
+            let style =
+                indicatif::ProgressStyle::with_template("[{bar:30}] {pos}/{len} runs, {elapsed} elapsed, ETA {eta}")
+                    .expect("a valid template")
+                    .progress_chars("#>-");
+            indicatif::ProgressBar::new(total as u64).with_style(style)
+        });
+        pb.set_position(done as u64);
         if done == total {
-            let _ = writeln!(err);
+            pb.finish();
         }
-        let _ = err.flush();
     }
 }
 
@@ -137,19 +191,53 @@ struct SimArgs {
     json: Option<PathBuf>,
     jobs: usize,
     quiet: bool,
+    per_run: bool,
+    compare: Option<String>,
     set: Vec<String>,
     trace: Option<PathBuf>,
 }
 
+/// Create `path` now, so an unwritable output is found before a long run
+/// (the file is written when the run ends).
+fn open_output(path: &std::path::Path, what: &str) -> Result<std::fs::File, String> {
+    std::fs::File::create(path).map_err(|e| format!("{}: cannot write the {what}: {e}", path.display()))
+}
+
 fn cmd_sim(a: SimArgs) -> Result<(), String> {
-    let SimArgs { path, dispatcher, placer, seed, runs, json, jobs, quiet, set, trace } = a;
     let lib = Library::builtin();
     let mut vars = BTreeMap::new();
-    for s in &set {
+    for s in &a.set {
         let (k, v) = parse_override(s).map_err(|e| format!("--set {e}"))?;
         vars.insert(k, v);
     }
-    let sc = Scenario::load_with(&path, &lib, &vars).map_err(|e| e.to_string())?;
+    let sc = Scenario::load_with(&a.path, &lib, &vars).map_err(|e| e.to_string())?;
+    sim_scenario(&sc, a)
+}
+
+/// `ampsched demo`: the built-in quickstart, the file's policies vs the aash placer.
+fn cmd_demo(jobs: usize) -> Result<(), String> {
+    let lib = Library::builtin();
+    let sc = Scenario::parse(QUICKSTART, "scenarios/examples/quickstart.toml", "quickstart", &lib)
+        .map_err(|e| e.to_string())?;
+    let a = SimArgs {
+        path: PathBuf::from("scenarios/examples/quickstart.toml"),
+        dispatcher: None,
+        placer: None,
+        seed: None,
+        runs: None,
+        json: None,
+        jobs,
+        quiet: false,
+        per_run: false,
+        compare: Some("aash".into()),
+        set: Vec::new(),
+        trace: None,
+    };
+    sim_scenario(&sc, a)
+}
+
+fn sim_scenario(sc: &Scenario, a: SimArgs) -> Result<(), String> {
+    let SimArgs { dispatcher, placer, seed, runs, json, jobs, quiet, per_run, compare, trace, .. } = a;
     let d = policy_override(dispatcher, &sc.dispatcher);
     let p = policy_override(placer, &sc.placer);
     let first = seed.unwrap_or(sc.seed);
@@ -157,11 +245,28 @@ fn cmd_sim(a: SimArgs) -> Result<(), String> {
     if n == 0 {
         return Err("--runs must be ≥ 1".into());
     }
-    // Validate overrides once before starting (clear error, no partial output).
+    // Validate overrides and outputs once before starting (clear error, no partial output).
     sc.config(first, d.as_ref(), p.as_ref()).map_err(|e| format!("{} (from the command line)", e.msg))?;
-    let jobs_v: Vec<Job> = (0..n as u64)
-        .map(|i| Job { scenario: &sc, seed: first + i, dispatcher: d.clone(), placer: p.clone() })
-        .collect();
+    let other = compare.map(|name| PolicySpec { name, params: Params::new() });
+    if let Some(o) = &other {
+        if trace.is_some() {
+            return Err("--compare and --trace: trace one placer at a time (use --placer)".into());
+        }
+        sc.config(first, d.as_ref(), Some(o)).map_err(|e| format!("--compare: {}", e.msg))?;
+    }
+    let json_file = match &json {
+        Some(out) if out.as_os_str() != "-" => Some(open_output(out, "JSON results")?),
+        _ => None,
+    };
+    let jobs_for = |placer: Option<PolicySpec>| -> Vec<Job> {
+        (0..n as u64)
+            .map(|i| Job { scenario: sc, seed: first + i, dispatcher: d.clone(), placer: placer.clone() })
+            .collect()
+    };
+    let mut jobs_v = jobs_for(p);
+    if let Some(o) = &other {
+        jobs_v.extend(jobs_for(Some(o.clone())));
+    }
     let results = if let Some(t) = &trace {
         traced_runs(&jobs_v, t)?
     } else if jobs_v.len() == 1 {
@@ -171,17 +276,23 @@ fn cmd_sim(a: SimArgs) -> Result<(), String> {
     };
     let runs: Vec<_> = results.into_iter().collect::<Result<_, _>>().map_err(|e| e.to_string())?;
     if !quiet {
-        for r in &runs {
-            println!("{}", r.table());
+        let (base, with) = runs.split_at(n as usize);
+        if !with.is_empty() {
+            println!("{}", compare::compare(base, with, &sc.topo.classes[sc.topo.fast_class].name));
+        } else if per_run || base.len() == 1 {
+            for r in base {
+                println!("{}", r.table());
+            }
+        } else {
+            println!("{}", compare::summary(base));
         }
     }
     if let Some(out) = json {
         let doc = SimOutput { schema: SCHEMA, runs };
-        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-        if out.as_os_str() == "-" {
-            println!("{text}");
-        } else {
-            std::fs::write(&out, text + "\n").map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())? + "\n";
+        match json_file {
+            Some(mut f) => f.write_all(text.as_bytes()).map_err(|e| format!("{}: cannot write: {e}", out.display()))?,
+            None => print!("{text}"),
         }
     }
     Ok(())
@@ -209,12 +320,9 @@ fn traced_runs(
     jobs: &[Job],
     path: &std::path::Path,
 ) -> Result<Vec<Result<ampsched_sim::RunResult, ampsched_sim::ScenarioError>>, String> {
-    let mut out = Vec::new();
+    // Every trace file is created before the first run, so an unwritable one stops nothing half-way.
+    let mut files = Vec::new();
     for j in jobs {
-        let (r, bytes) = match ampsched_sim::runner::run_traced(j, Default::default()) {
-            Ok(x) => x,
-            Err(e) => return Err(e.to_string()),
-        };
         let file = if jobs.len() == 1 {
             path.to_path_buf()
         } else {
@@ -222,7 +330,16 @@ fn traced_runs(
             name.push(format!(".seed{}", j.seed));
             path.with_file_name(name)
         };
-        std::fs::write(&file, bytes).map_err(|e| format!("{}: cannot write the trace: {e}", file.display()))?;
+        let f = open_output(&file, "trace")?;
+        files.push((file, f));
+    }
+    let mut out = Vec::new();
+    for (j, (file, mut f)) in jobs.iter().zip(files) {
+        let (r, bytes) = match ampsched_sim::runner::run_traced(j, Default::default()) {
+            Ok(x) => x,
+            Err(e) => return Err(e.to_string()),
+        };
+        f.write_all(&bytes).map_err(|e| format!("{}: cannot write the trace: {e}", file.display()))?;
         out.push(Ok(r));
     }
     Ok(out)
@@ -340,8 +457,22 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Sim { scenario, dispatcher, placer, seed, runs, json, jobs, quiet, set, trace } => {
-            cmd_sim(SimArgs { path: scenario, dispatcher, placer, seed, runs, json, jobs, quiet, set, trace })
+        Cmd::Demo { jobs } => cmd_demo(jobs),
+        Cmd::Sim { scenario, dispatcher, placer, seed, runs, json, jobs, quiet, per_run, compare, set, trace } => {
+            cmd_sim(SimArgs {
+                path: scenario,
+                dispatcher,
+                placer,
+                seed,
+                runs,
+                json,
+                jobs,
+                quiet,
+                per_run,
+                compare,
+                set,
+                trace,
+            })
         }
         Cmd::Reproduce { study, out, jobs, scenarios, only, seeds, cases } => {
             cmd_reproduce(study, out, reproduce::Options { jobs, scenarios, only, seeds, cases })

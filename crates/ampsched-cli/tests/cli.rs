@@ -70,3 +70,49 @@ fn policies_and_models_are_listed_with_parameters() {
         assert!(out.contains(name), "models output lacks {name}");
     }
 }
+
+#[test]
+fn the_demo_compares_the_baseline_with_aash_on_the_same_seeds() {
+    let (code, demo, err) = ampsched(&["demo"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, sim, _) = ampsched(&["sim", "scenarios/examples/quickstart.toml", "--compare", "aash"]);
+    assert_eq!(demo, sim, "demo = sim quickstart --compare aash");
+    assert!(demo.contains("placer none") && demo.contains("placer aash"), "{demo}");
+    // The three seeds give the same figures, so each is printed once, without a spread.
+    let row = demo.lines().find(|l| l.starts_with("fast idle while slow busy s")).expect("fast-idle row");
+    let v: Vec<f64> = row.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    assert_eq!(v.len(), 2, "{row}");
+    assert!(v[1] < v[0], "aash wastes less fast-CPU time: {row}");
+    assert!(demo.contains("\nLook at: ") && demo.contains("\nThen: with aash, "), "{demo}");
+    // Several runs print one table of means, --per-run one per seed.
+    let (_, means, _) = ampsched(&["sim", "scenarios/examples/quickstart.toml"]);
+    assert_eq!(means.matches("completion_s").count(), 1, "{means}");
+    assert!(means.contains("3 seeds 1-3"), "{means}");
+    let (_, per, _) = ampsched(&["sim", "scenarios/examples/quickstart.toml", "--per-run"]);
+    assert_eq!(per.matches("completion_s").count(), 3, "{per}");
+}
+
+#[test]
+fn values_and_outputs_are_checked_before_a_run() {
+    let q = "scenarios/examples/quickstart.toml";
+    for (flag, v, msg) in [("--seed", "-1", "must be ≥ 0, got -1"), ("--jobs", "-2", "must be ≥ 0, got -2")] {
+        let (code, _, err) = ampsched(&["sim", q, flag, v]);
+        assert_eq!(code, 2);
+        assert!(err.contains(msg), "{err}");
+    }
+    let (code, _, err) = ampsched(&["sim", q, "--runs", "0"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("must be ≥ 1, got 0"), "{err}");
+    let (code, out, err) = ampsched(&["sim", q, "--json", "/nonexistent-dir/out.json"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/nonexistent-dir/out.json: cannot write the JSON results"), "{err}");
+    assert!(out.is_empty(), "nothing ran: {out}");
+    let (code, _, err) = ampsched(&["sim", q, "--runs", "2", "--trace", "/nonexistent-dir/t"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/nonexistent-dir/t.seed1: cannot write the trace"), "{err}");
+    let (code, _, err) = ampsched(&["sim", q, "--compare", "nope"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--compare: unknown placer `nope`"), "{err}");
+    let (_, help, _) = ampsched(&["sim", "--help"]);
+    assert!(help.contains("Examples:") && help.contains("seed+runs−1"), "{help}");
+}
