@@ -128,6 +128,9 @@ enum Cmd {
         /// Only the case with this exact name (e.g. `static/4`); repeatable.
         #[arg(long = "case", value_name = "NAME")]
         cases: Vec<String>,
+        /// Print just the ledger (each published figure against ours, and the count within band).
+        #[arg(long)]
+        ledger: bool,
     },
     /// List every dispatcher and placer with its parameters and defaults.
     Policies,
@@ -298,17 +301,23 @@ fn sim_scenario(sc: &Scenario, a: SimArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn cmd_reproduce(study: String, out: Option<PathBuf>, opts: reproduce::Options) -> Result<(), String> {
+fn cmd_reproduce(study: String, out: Option<PathBuf>, opts: reproduce::Options, ledger: bool) -> Result<(), String> {
     let out = out.unwrap_or_else(|| PathBuf::from("results").join(&study));
     let t0 = Instant::now();
     let report = reproduce::run_to_dir(&study, &opts, &out, progress_bar(std::io::stderr().is_terminal()))
         .map_err(|e| e.to_string())?;
+    if ledger {
+        print!("{}", ampsched_lab::ledger::text(&report.ledger));
+        println!("{study}: reproduced in {:.1} s", t0.elapsed().as_secs_f64());
+        return Ok(());
+    }
     println!(
-        "{}: {} experiments, {} summary rows, {} figures in {:.1} s -> {}",
+        "{}: {} experiments, {} summary rows, {} figures, {} in {:.1} s -> {}",
         study,
-        report.sections.len(),
+        report.sections.len() - usize::from(!report.ledger.is_empty()),
         report.rows.len(),
         report.figures().count(),
+        ampsched_lab::ledger::count_line(&report.ledger),
         t0.elapsed().as_secs_f64(),
         out.join("report.html").display()
     );
@@ -474,8 +483,8 @@ fn main() -> ExitCode {
                 trace,
             })
         }
-        Cmd::Reproduce { study, out, jobs, scenarios, only, seeds, cases } => {
-            cmd_reproduce(study, out, reproduce::Options { jobs, scenarios, only, seeds, cases })
+        Cmd::Reproduce { study, out, jobs, scenarios, only, seeds, cases, ledger } => {
+            cmd_reproduce(study, out, reproduce::Options { jobs, scenarios, only, seeds, cases }, ledger)
         }
         Cmd::Policies => {
             cmd_policies();

@@ -12,5 +12,6 @@
 #![warn(missing_docs)]
 
 pub mod experiment;
+pub mod ledger;
 pub mod report;
 pub mod reproduce;

@@ -37,6 +37,10 @@ pub struct Row {
     pub runs: u32,
     /// Unit of the values (`s`, `%`, `count`, `fraction`, …).
     pub unit: String,
+    /// The run values, one per seed in seed order (not written to `summary.json`; the ledger
+    /// pairs them seed by seed).
+    #[serde(skip)]
+    pub values: Vec<f64>,
 }
 
 /// Mean, extremes and sample standard deviation of a set of run values.
@@ -147,12 +151,15 @@ pub struct Report {
     pub sections: Vec<Section>,
     /// Summary rows (`summary.json`).
     pub rows: Vec<Row>,
+    /// The ledger against the published figures (`summary.json` → `ledger`).
+    pub ledger: Vec<crate::ledger::LedgerRow>,
 }
 
 #[derive(Serialize)]
 struct SummaryFile<'a> {
     schema: &'static str,
     title: &'a str,
+    ledger: &'a [crate::ledger::LedgerRow],
     rows: &'a [Row],
 }
 
@@ -167,9 +174,13 @@ impl Report {
 
     /// `summary.json` text.
     pub fn summary_json(&self) -> String {
-        let mut s =
-            serde_json::to_string_pretty(&SummaryFile { schema: SUMMARY_SCHEMA, title: &self.title, rows: &self.rows })
-                .expect("rows serialise");
+        let mut s = serde_json::to_string_pretty(&SummaryFile {
+            schema: SUMMARY_SCHEMA,
+            title: &self.title,
+            ledger: &self.ledger,
+            rows: &self.rows,
+        })
+        .expect("rows serialise");
         s.push('\n');
         s
     }
@@ -361,7 +372,9 @@ mod tests {
                 max: 1.0,
                 runs: 1,
                 unit: "s".into(),
+                values: vec![1.0],
             }],
+            ledger: Vec::new(),
         }
     }
 

@@ -25,6 +25,7 @@ pub const STUDY: Study = Study {
     name: "aash",
     title: "AASH: an asymmetry-aware scheduler for hypervisors — reproduction",
     files: FILES,
+    ledger: include_str!("../../../../scenarios/aash/ledger.toml"),
     analyse,
 };
 
@@ -146,6 +147,34 @@ fn subjects(runs: &Runs, c: usize, per_task: bool) -> Vec<Subject> {
     out
 }
 
+/// The timeslice (ns) policy `label` runs case `c` with: its `tslice_ms`, else the scenario
+/// dispatcher's, else credit's default of 30 ms.
+fn tslice_ns(runs: &Runs, c: usize, label: &str) -> f64 {
+    let case = &runs.exp.cases[c];
+    let own = case.compare.iter().find(|p| p.label == label).and_then(|p| p.dispatcher.as_ref());
+    let ms = [own, Some(&case.scenario.dispatcher)]
+        .into_iter()
+        .flatten()
+        .find_map(|d| match d.params.get("tslice_ms") {
+            Some(ampsched_model::spec::ParamValue::Int(i)) => Some(*i as f64),
+            Some(ampsched_model::spec::ParamValue::Float(f)) => Some(*f),
+            _ => None,
+        })
+        .unwrap_or(30.0);
+    ms * 1e6
+}
+
+/// The largest number of migrations per timeslice of run time of any vCPU that ran at least
+/// one slice: AASH moves a vCPU between classes at most about once per accounting period
+/// (aash.md: grants change at accounting and expiry), so values well above 1 mean churn.
+fn max_migrations_per_slice(r: &RunResult, slice_ns: f64) -> f64 {
+    r.tasks
+        .iter()
+        .filter(|t| t.cpu_ns.total() as f64 >= slice_ns)
+        .map(|t| (t.migrations_local + t.migrations_remote) as f64 * slice_ns / t.cpu_ns.total() as f64)
+        .fold(0.0, f64::max)
+}
+
 /// Per-subject, per-policy metrics of one case.
 struct CaseStats {
     subject: String,
@@ -191,6 +220,9 @@ fn case_stats(runs: &Runs, c: usize, per_task: bool, rows: &mut Vec<Row>) -> Vec
                 rows.push(row(&exp.name, &case, &label, p, "stdev_completion_s", "s", &sd));
                 let fisb: Vec<f64> = rs.iter().map(|r| secs(r.fast_idle_slow_busy_ns)).collect();
                 rows.push(row(&exp.name, &case, &label, p, "fast_idle_slow_busy_s", "s", &fisb));
+                let slice = tslice_ns(runs, c, p);
+                let mps: Vec<f64> = rs.iter().map(|r| max_migrations_per_slice(r, slice)).collect();
+                rows.push(row(&exp.name, &case, &label, p, "max_migrations_per_slice", "count", &mps));
             }
             out.push(CaseStats {
                 subject: label.clone(),

@@ -42,6 +42,7 @@ pub const STUDY: Study = Study {
     name: "capability",
     title: "Capability balancing of parallel applications on asymmetric CPUs — reproduction",
     files: FILES,
+    ledger: include_str!("../../../../scenarios/capability/ledger.toml"),
     analyse,
 };
 

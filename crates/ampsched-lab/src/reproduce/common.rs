@@ -20,6 +20,8 @@ pub struct Study {
     pub title: &'static str,
     /// Its experiment files.
     pub files: &'static [EmbeddedFile],
+    /// Its ledger of published figures (`ledger.toml`, see `crate::ledger`).
+    pub ledger: &'static str,
     /// Turn every experiment's runs into the report.
     pub analyse: fn(&[Runs]) -> Report,
 }
@@ -86,6 +88,7 @@ pub fn row(experiment: &str, case: &str, subject: &str, policy: &str, metric: &s
         max: s.max,
         runs: s.n,
         unit: unit.into(),
+        values: v.to_vec(),
     }
 }
 

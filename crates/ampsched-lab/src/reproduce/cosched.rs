@@ -34,6 +34,7 @@ pub const STUDY: Study = Study {
     name: "cosched",
     title: "Co-scheduling of concurrent VMs: CS, CDS, PCS, BCS, and co-scheduling on asymmetric cores — reproduction",
     files: FILES,
+    ledger: include_str!("../../../../scenarios/cosched/ledger.toml"),
     analyse,
 };
 

@@ -18,6 +18,7 @@ pub use common::{
 };
 
 use crate::experiment::Experiment;
+use crate::ledger;
 use crate::report::Report;
 use ampsched_sim::library::Library;
 use ampsched_sim::runner::{run_all, Job};
@@ -61,6 +62,8 @@ pub enum ReproduceError {
     Scenario(ScenarioError),
     /// Writing the output failed.
     Io(PathBuf, std::io::Error),
+    /// A bad ledger file or claim (the message names the claim).
+    Ledger(String),
 }
 
 impl fmt::Display for ReproduceError {
@@ -69,15 +72,40 @@ impl fmt::Display for ReproduceError {
             ReproduceError::Usage(m) => write!(f, "{m}"),
             ReproduceError::Scenario(e) => write!(f, "{e}"),
             ReproduceError::Io(p, e) => write!(f, "{}: {e}", p.display()),
+            ReproduceError::Ledger(m) => write!(f, "{m}"),
         }
     }
 }
 
 impl std::error::Error for ReproduceError {}
 
-fn load_all(study: &Study, opts: &Options, lib: &Library) -> Result<Vec<Experiment>, ReproduceError> {
+/// The study's ledger claims (from `--scenarios DIR/<study>/ledger.toml` when that file exists),
+/// and the file name errors give.
+fn load_ledger(study: &Study, opts: &Options) -> Result<(Vec<ledger::Claim>, String), ReproduceError> {
+    let embedded = format!("scenarios/{}/ledger.toml", study.name);
+    let (text, file) = match &opts.scenarios {
+        Some(dir) if dir.join(study.name).join("ledger.toml").exists() => {
+            let p = dir.join(study.name).join("ledger.toml");
+            let t = std::fs::read_to_string(&p).map_err(|e| ReproduceError::Io(p.clone(), e))?;
+            (t, p.display().to_string())
+        }
+        _ => (study.ledger.to_string(), embedded),
+    };
+    let claims = ledger::parse(&text, &file).map_err(ReproduceError::Ledger)?;
+    Ok((claims, file))
+}
+
+fn load_all(
+    study: &Study,
+    opts: &Options,
+    lib: &Library,
+    claims: &[ledger::Claim],
+    ledger_file: &str,
+) -> Result<Vec<Experiment>, ReproduceError> {
     let mut out = Vec::new();
     let mut all_cases: Vec<String> = Vec::new();
+    let names: Vec<&str> = study.files.iter().map(|f| f.0.trim_end_matches(".toml")).collect();
+    ledger::validate(claims, ledger_file, &names, &[], &[]).map_err(ReproduceError::Ledger)?;
     for (file, text) in study.files {
         let stem = file.trim_end_matches(".toml");
         if !opts.only.is_empty() && !opts.only.iter().any(|o| stem.contains(o.as_str())) {
@@ -92,6 +120,9 @@ fn load_all(study: &Study, opts: &Options, lib: &Library) -> Result<Vec<Experime
             let first = exp.seeds.first().copied().unwrap_or(1);
             exp.seeds = (0..n as u64).map(|k| first + k).collect();
         }
+        let cases: Vec<String> = exp.cases.iter().map(|c| c.name.clone()).collect();
+        ledger::validate(claims, ledger_file, &names, std::slice::from_ref(&exp), std::slice::from_ref(&cases))
+            .map_err(ReproduceError::Ledger)?;
         if !opts.cases.is_empty() {
             all_cases.extend(exp.cases.iter().map(|c| c.name.clone()));
             exp.cases.retain(|c| opts.cases.contains(&c.name));
@@ -127,7 +158,8 @@ where
 {
     let study = study(name)?;
     let lib = Library::builtin();
-    let exps = load_all(study, opts, &lib)?;
+    let (claims, ledger_file) = load_ledger(study, opts)?;
+    let exps = load_all(study, opts, &lib, &claims, &ledger_file)?;
     let mut jobs = Vec::new();
     for e in &exps {
         for c in &e.cases {
@@ -162,6 +194,11 @@ where
     }
     let mut report = (study.analyse)(&all);
     report.title = study.title.to_string();
+    let ran: Vec<Experiment> = all.into_iter().map(|r| r.exp).collect();
+    report.ledger = ledger::evaluate(&claims, &ledger_file, &report.rows, &ran).map_err(ReproduceError::Ledger)?;
+    if !report.ledger.is_empty() {
+        report.sections.insert(0, ledger::section(&report.ledger));
+    }
     Ok(report)
 }
 

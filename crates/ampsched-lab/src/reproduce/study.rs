@@ -41,6 +41,7 @@ pub const STUDY: Study = Study {
     name: "study",
     title: "The impact of performance asymmetry: predictability and scalability — reproduction",
     files: FILES,
+    ledger: include_str!("../../../../scenarios/study/ledger.toml"),
     analyse,
 };
 
