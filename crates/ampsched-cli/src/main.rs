@@ -16,6 +16,7 @@ use std::time::Instant;
 
 mod agent_cmd;
 mod compare;
+mod validate_cmd;
 
 /// The quickstart scenario, built in so `ampsched demo` runs from any directory.
 const QUICKSTART: &str = include_str!("../../../scenarios/examples/quickstart.toml");
@@ -153,6 +154,8 @@ enum Cmd {
     Agent(agent_cmd::AgentArgs),
     /// Put back every affinity the agent changed (after a crash or kill -9).
     Restore(agent_cmd::RestoreArgs),
+    /// Run an rt-app workload for real (default Linux, then under the agent per placer) and simulated with the linux dispatcher; compare.
+    Validate(validate_cmd::ValidateArgs),
 }
 
 fn policy_override(name: Option<String>, file: &PolicySpec) -> Option<PolicySpec> {
@@ -499,6 +502,7 @@ fn main() -> ExitCode {
         Cmd::Run(a) => agent_cmd::run(a),
         Cmd::Agent(a) => agent_cmd::agent(a),
         Cmd::Restore(a) => agent_cmd::restore(a),
+        Cmd::Validate(a) => validate_cmd::validate(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -15,3 +15,4 @@ pub mod experiment;
 pub mod ledger;
 pub mod report;
 pub mod reproduce;
+pub mod validate;

@@ -1,0 +1,95 @@
+//! `ampsched validate`: the thin CLI over `ampsched_lab::validate` — detects
+//! the machine, installs the SIGINT/SIGTERM handler, writes the outputs.
+
+use ampsched_agent::{discover, Overrides};
+use ampsched_lab::validate::{self, Options, Slow};
+use clap::Args;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Arguments of `ampsched validate`.
+#[derive(Args, Debug)]
+pub struct ValidateArgs {
+    /// rt-app JSON workload (omit with --suite).
+    workload: Option<PathBuf>,
+    /// Run every *.json of this directory.
+    #[arg(long)]
+    suite: Option<PathBuf>,
+    /// A placer to run under the agent besides default Linux; repeatable.
+    #[arg(long = "placer")]
+    placers: Vec<String>,
+    /// Repetitions per configuration (and simulated seeds).
+    #[arg(long, default_value_t = 3)]
+    reps: u32,
+    /// Slow a CPU with the SCHED_FIFO hog: CPU:SPIN_US/PERIOD_US (e.g. 1:5000/10000).
+    #[arg(long)]
+    slow: Option<String>,
+    /// Write every run as JSON rows.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write an HTML page with the side-by-side figure.
+    #[arg(long)]
+    html: Option<PathBuf>,
+    /// Run even on a busy machine.
+    #[arg(long)]
+    force: bool,
+    /// Simulate only (no real runs).
+    #[arg(long)]
+    sim_only: bool,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Run `ampsched validate`.
+pub fn validate(a: ValidateArgs) -> Result<(), String> {
+    let workloads = match (&a.workload, &a.suite) {
+        (Some(w), None) => vec![w.clone()],
+        (None, Some(d)) => validate::suite_files(d).map_err(|e| e.msg)?,
+        _ => return Err("give a WORKLOAD file or --suite DIR (not both)".into()),
+    };
+    let slow = a.slow.as_deref().map(Slow::parse).transpose()?;
+    if a.reps == 0 {
+        return Err("--reps must be ≥ 1".into());
+    }
+    let d = discover(Path::new("/"), &Overrides::default()).map_err(|e| e.to_string())?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    let o = Options {
+        workloads,
+        placers: a.placers,
+        reps: a.reps,
+        slow,
+        force: a.force,
+        ampsched: exe.clone(),
+        hog: dir.join("ampsched-hog"),
+        sim_only: a.sim_only,
+    };
+    // SAFETY: installing handlers that only store to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    let out = match validate::validate(&o, &d.topo, &STOP) {
+        Ok(out) => out,
+        Err(e) if e.input => return Err(e.msg),
+        Err(e) => {
+            eprintln!("ampsched: error: {}", e.msg);
+            std::process::exit(1);
+        }
+    };
+    print!("{}", validate::report(&out));
+    if let Some(p) = &a.json {
+        std::fs::write(p, validate::to_json(&out)).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    if let Some(p) = &a.html {
+        std::fs::write(p, validate::to_html(&out)).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    if out.partial {
+        std::process::exit(130);
+    }
+    Ok(())
+}

@@ -1,0 +1,708 @@
+//! `ampsched validate`: run an rt-app workload for real and in the
+//! simulator on the same topology, and compare (docs/validation.md).
+//!
+//! Real side: Debian's `rt-app FILE`, first under default Linux, then under
+//! the agent (`ampsched run --placer P -- rt-app FILE`) for each placer,
+//! interleaved (default, P1, P2, default, P1, … for `reps` rounds), with the
+//! RT hog (`ampsched-hog`) started by validate when `--slow` is given. The
+//! workload's threads are sampled every 2 ms from `/proc/<pid>/task/*`:
+//! `schedstat` run time charged to the class of the CPU in `stat` (field
+//! 39), a CPU change counted as a migration (a lower bound: two moves
+//! within 2 ms count once), and a thread's completion is the last time it
+//! was seen minus the first time any workload thread was seen (rt-app's own
+//! calibration and the main thread are left out).
+//!
+//! Simulated side: the same file as a domain's rt-app workload on the same
+//! topology plus the hog as an RT load, dispatcher `linux`, placer `none` or
+//! P, seeds 1..=reps. Divergence = (sim − real) / real of the mean
+//! completion. A placer's effect is its mean completion minus default's;
+//! the signs agree, or the real effect is within the real run-to-run spread
+//! (max − min over default's repetitions) and is not counted.
+//!
+//! Bad input (a key the simulator cannot run, a missing file) is an error
+//! before anything starts. A busy machine (1-minute load average above the
+//! CPU count, or an RT thread of another process) is refused unless
+//! `force`. Stopping (`stop` set by the caller's SIGINT/SIGTERM handler)
+//! terminates the hog and the workload (the agent restores affinities on
+//! SIGTERM) and returns the rows so far, marked partial.
+
+use ampsched_model::{rtapp, Topology};
+use ampsched_sim::runner::{run_one, Job};
+use ampsched_sim::{Library, Scenario};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// The emulated slow CPU: an RT hog spinning `spin_us` every `period_us` on `cpu`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slow {
+    /// CPU (Linux id = topology id).
+    pub cpu: u32,
+    /// Spin per period, µs.
+    pub spin_us: u64,
+    /// Period, µs.
+    pub period_us: u64,
+}
+
+impl Slow {
+    /// Parse `CPU:SPIN_US/PERIOD_US`, e.g. `1:5000/10000`.
+    pub fn parse(s: &str) -> Result<Slow, String> {
+        let bad = || format!("--slow: expected CPU:SPIN_US/PERIOD_US (e.g. 1:5000/10000), got `{s}`");
+        let (cpu, rest) = s.split_once(':').ok_or_else(bad)?;
+        let (spin, period) = rest.split_once('/').ok_or_else(bad)?;
+        let slow = Slow {
+            cpu: cpu.trim().parse().map_err(|_| bad())?,
+            spin_us: spin.trim().parse().map_err(|_| bad())?,
+            period_us: period.trim().parse().map_err(|_| bad())?,
+        };
+        if slow.spin_us == 0 || slow.spin_us >= slow.period_us {
+            return Err(format!("--slow: SPIN_US must be in [1, PERIOD_US − 1], got `{s}`"));
+        }
+        Ok(slow)
+    }
+}
+
+/// What to validate.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// rt-app JSON files.
+    pub workloads: Vec<PathBuf>,
+    /// Placers run under the agent (besides default Linux).
+    pub placers: Vec<String>,
+    /// Repetitions per configuration (and simulated seeds).
+    pub reps: u32,
+    /// The hog, if any.
+    pub slow: Option<Slow>,
+    /// Run on a busy machine.
+    pub force: bool,
+    /// The `ampsched` binary (for `ampsched run`).
+    pub ampsched: PathBuf,
+    /// The `ampsched-hog` binary.
+    pub hog: PathBuf,
+    /// Skip the real runs (simulate only).
+    pub sim_only: bool,
+}
+
+/// One thread of one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct ThreadRow {
+    /// rt-app's thread name.
+    pub name: String,
+    /// CPU time per CPU class, s.
+    pub cpu_s_by_class: BTreeMap<String, f64>,
+    /// Migrations (real: observed CPU changes).
+    pub migrations: u64,
+    /// Completion, s from the workload's start.
+    pub completion_s: f64,
+}
+
+/// One run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// Workload file name.
+    pub workload: String,
+    /// "default" or the placer's name.
+    pub config: String,
+    /// "real" or "sim".
+    pub source: String,
+    /// Repetition (real) or seed index (sim), from 0.
+    pub rep: u32,
+    /// Completion: the last thread's, s.
+    pub completion_s: f64,
+    /// Per thread.
+    pub threads: Vec<ThreadRow>,
+    /// 1-minute load average before the run (real only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_avg: Option<f64>,
+}
+
+/// A validation's outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct Outcome {
+    /// Every run.
+    pub rows: Vec<Row>,
+    /// Stopped before the end.
+    pub partial: bool,
+}
+
+/// An error before anything started (exit 2) or while running (exit 1).
+#[derive(Clone, Debug)]
+pub struct ValidateError {
+    /// Bad input (nothing was started).
+    pub input: bool,
+    /// The message.
+    pub msg: String,
+}
+
+fn input_err(msg: String) -> ValidateError {
+    ValidateError { input: true, msg }
+}
+
+fn run_err(msg: String) -> ValidateError {
+    ValidateError { input: false, msg }
+}
+
+/// The files of a suite directory: its `*.json`, sorted.
+pub fn suite_files(dir: &Path) -> Result<Vec<PathBuf>, ValidateError> {
+    let rd = std::fs::read_dir(dir).map_err(|e| input_err(format!("{}: {e}", dir.display())))?;
+    let mut v: Vec<PathBuf> =
+        rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
+    v.sort();
+    if v.is_empty() {
+        return Err(input_err(format!("{}: no *.json rt-app files", dir.display())));
+    }
+    Ok(v)
+}
+
+/// The simulated machine: the detected topology plus the hog as an RT load;
+/// with a hog, the hog's CPU is the class `slow` and the others `fast`
+/// (equal speeds), as the agent is told with `--fast`.
+pub fn sim_machine(topo: &Topology, slow: Option<Slow>) -> String {
+    let mut s = String::from("[machine]\n");
+    let cls: Vec<(String, f64)> = match slow {
+        Some(_) => vec![("fast".into(), 1.0), ("slow".into(), 1.0)],
+        None => topo.classes.iter().map(|c| (c.name.clone(), c.speed)).collect(),
+    };
+    let _ = writeln!(
+        s,
+        "classes = [{}]",
+        cls.iter().map(|(n, v)| format!("{{ name = \"{n}\", speed = {v} }}")).collect::<Vec<_>>().join(", ")
+    );
+    let cpus: Vec<String> = topo
+        .cpus
+        .iter()
+        .map(|c| {
+            let class = match slow {
+                Some(sl) => if c.id.0 == sl.cpu { "slow" } else { "fast" }.to_string(),
+                None => topo.classes[c.class].name.clone(),
+            };
+            format!("{{ class = \"{class}\", mem_domain = {}, numa = {} }}", c.mem_domain, c.numa)
+        })
+        .collect();
+    let _ = writeln!(s, "cpus = [{}]", cpus.join(", "));
+    if let Some(sl) = slow {
+        let _ = writeln!(
+            s,
+            "[[machine.rt_load]]\ncpu = {}\nspin_us = {}\nperiod_us = {}",
+            sl.cpu, sl.spin_us, sl.period_us
+        );
+    }
+    s
+}
+
+fn class_of(topo: &Topology, slow: Option<Slow>, cpu: u32) -> String {
+    match slow {
+        Some(sl) => if cpu == sl.cpu { "slow" } else { "fast" }.into(),
+        None => topo.cpus.get(cpu as usize).map(|c| topo.classes[c.class].name.clone()).unwrap_or_else(|| "?".into()),
+    }
+}
+
+fn simulate(
+    file: &Path,
+    nthreads: usize,
+    names: &[String],
+    topo: &Topology,
+    o: &Options,
+    config: &str,
+) -> Result<Vec<Row>, ValidateError> {
+    let placer = if config == "default" { "none" } else { config };
+    let text = format!(
+        "name = \"validate\"\nseed = 1\n{}[dispatcher]\nname = \"linux\"\n[placer]\nname = \"{placer}\"\n[[domain]]\nname = \"w\"\nvcpus = {nthreads}\nworkload = {{ rtapp = {:?} }}\n",
+        sim_machine(topo, o.slow),
+        file.display().to_string()
+    );
+    let sc = Scenario::parse(&text, &file.display().to_string(), "validate", &Library::builtin())
+        .map_err(|e| input_err(e.to_string()))?;
+    let mut rows = Vec::new();
+    for rep in 0..o.reps {
+        let r = run_one(&Job { scenario: &sc, seed: 1 + rep as u64, dispatcher: None, placer: None })
+            .map_err(|e| run_err(e.to_string()))?;
+        let threads: Vec<ThreadRow> = r
+            .tasks
+            .iter()
+            .filter(|t| !t.idle)
+            .map(|t| ThreadRow {
+                name: names.get(t.vcpu as usize).cloned().unwrap_or_else(|| format!("t{}", t.vcpu)),
+                cpu_s_by_class: t
+                    .cpu_ns
+                    .names
+                    .iter()
+                    .zip(&t.cpu_ns.values)
+                    .map(|(n, v)| (n.clone(), *v as f64 / 1e9))
+                    .collect(),
+                migrations: t.migrations_local + t.migrations_remote,
+                completion_s: t.completion_ns.unwrap_or(r.end_ns) as f64 / 1e9,
+            })
+            .collect();
+        let completion_s = threads.iter().map(|t| t.completion_s).fold(0.0, f64::max);
+        rows.push(Row {
+            workload: file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
+            config: config.into(),
+            source: "sim".into(),
+            rep,
+            completion_s,
+            threads,
+            load_avg: None,
+        });
+    }
+    Ok(rows)
+}
+
+/// The 1-minute load average.
+pub fn load_avg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
+}
+
+/// Real-time threads of user processes (SCHED_FIFO / RR / DEADLINE), as "pid comm".
+pub fn rt_threads() -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else { return out };
+    for e in rd.flatten() {
+        let pid = e.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
+        for t in tasks.flatten() {
+            let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else { continue };
+            let Some(rp) = stat.rfind(')') else { continue };
+            let f: Vec<&str> = stat[rp + 2..].split_whitespace().collect();
+            // After ")": state is field 3, flags 9, policy 41 (1-based in proc(5)).
+            let flags: u64 = f.get(6).and_then(|x| x.parse().ok()).unwrap_or(0);
+            let policy: u32 = f.get(38).and_then(|x| x.parse().ok()).unwrap_or(0);
+            if flags & 0x0020_0000 == 0 && matches!(policy, 1 | 2 | 6) {
+                out.push(format!("{pid} {}", &stat[stat.find('(').map(|i| i + 1).unwrap_or(0)..rp]));
+            }
+        }
+    }
+    out
+}
+
+/// Where `rt-app` is, or an error saying which package installs it.
+pub fn find_rtapp() -> Result<PathBuf, ValidateError> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).map(|d| d.join("rt-app")).find(|p| p.is_file()).ok_or_else(|| {
+        input_err("rt-app not found in PATH: install Debian's package `rt-app` (apt-get install rt-app)".into())
+    })
+}
+
+struct ThreadTrack {
+    name: String,
+    run_ns: u64,
+    cpu: Option<u32>,
+    by_cpu: BTreeMap<u32, u64>,
+    migrations: u64,
+    first: Instant,
+    last: Instant,
+}
+
+fn read_thread(dir: &Path) -> Option<(String, u64, u32)> {
+    let comm = std::fs::read_to_string(dir.join("comm")).ok()?.trim().to_string();
+    let run: u64 = std::fs::read_to_string(dir.join("schedstat")).ok()?.split_whitespace().next()?.parse().ok()?;
+    let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+    let rp = stat.rfind(')')?;
+    let cpu: u32 = stat[rp + 2..].split_whitespace().nth(36)?.parse().ok()?;
+    Some((comm, run, cpu))
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect()
+}
+
+fn terminate(child: &mut Child) {
+    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(3) {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// One real run; `None` when stopped.
+fn run_real(
+    rtapp: &Path,
+    file: &Path,
+    config: &str,
+    names: &[String],
+    topo: &Topology,
+    o: &Options,
+    stop: &AtomicBool,
+) -> Result<Option<Vec<ThreadRow>>, ValidateError> {
+    let mut cmd = if config == "default" {
+        Command::new(rtapp)
+    } else {
+        let mut c = Command::new(&o.ampsched);
+        c.arg("run").arg("--placer").arg(config);
+        if let Some(sl) = o.slow {
+            let fast: Vec<String> =
+                topo.cpus.iter().map(|c| c.id.0).filter(|c| *c != sl.cpu).map(|c| c.to_string()).collect();
+            c.arg("--fast").arg(fast.join(","));
+        }
+        c.arg("--").arg(rtapp);
+        c
+    };
+    cmd.arg(file).stdout(Stdio::null()).stderr(Stdio::null());
+    let mut child = cmd.spawn().map_err(|e| run_err(format!("cannot start {config} run: {e}")))?;
+    let root = child.id();
+    let mut tracks: BTreeMap<u32, ThreadTrack> = BTreeMap::new();
+    let mut rt_pid: Option<u32> = if config == "default" { Some(root) } else { None };
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            terminate(&mut child);
+            return Ok(None);
+        }
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        if rt_pid.is_none() {
+            rt_pid = children_of(root).into_iter().next();
+        }
+        if let Some(p) = rt_pid {
+            let now = Instant::now();
+            if let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) {
+                for e in rd.flatten() {
+                    let Ok(tid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+                    if tid == p {
+                        continue;
+                    }
+                    let Some((comm, run, cpu)) = read_thread(&e.path()) else { continue };
+                    if !names.iter().any(|n| n.starts_with(&comm) || comm.starts_with(n.as_str())) {
+                        continue;
+                    }
+                    let tr = tracks.entry(tid).or_insert(ThreadTrack {
+                        name: comm,
+                        run_ns: run,
+                        cpu: None,
+                        by_cpu: BTreeMap::new(),
+                        migrations: 0,
+                        first: now,
+                        last: now,
+                    });
+                    let d = run.saturating_sub(tr.run_ns);
+                    tr.run_ns = run;
+                    *tr.by_cpu.entry(cpu).or_default() += d;
+                    if tr.cpu.is_some_and(|c| c != cpu) {
+                        tr.migrations += 1;
+                    }
+                    tr.cpu = Some(cpu);
+                    tr.last = now;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let status = child.wait().map_err(|e| run_err(e.to_string()))?;
+    if !status.success() {
+        return Err(run_err(format!("{config} run of {} exited with {status}", file.display())));
+    }
+    let start = tracks.values().map(|t| t.first).min();
+    let rows = tracks
+        .into_values()
+        .map(|t| {
+            let mut by_class: BTreeMap<String, f64> = BTreeMap::new();
+            for (c, ns) in &t.by_cpu {
+                *by_class.entry(class_of(topo, o.slow, *c)).or_default() += *ns as f64 / 1e9;
+            }
+            ThreadRow {
+                name: t.name,
+                cpu_s_by_class: by_class,
+                migrations: t.migrations,
+                completion_s: start.map(|s| (t.last - s).as_secs_f64()).unwrap_or(0.0),
+            }
+        })
+        .collect();
+    Ok(Some(rows))
+}
+
+/// Run every workload both ways. `stop` is polled (set it from a signal handler).
+pub fn validate(o: &Options, topo: &Topology, stop: &AtomicBool) -> Result<Outcome, ValidateError> {
+    // Check everything first: nothing starts on bad input.
+    let mut work = Vec::new();
+    for f in &o.workloads {
+        let text = std::fs::read_to_string(f).map_err(|e| input_err(format!("{}: {e}", f.display())))?;
+        let app = rtapp::compile(&text, &f.display().to_string(), topo).map_err(|e| input_err(e.to_string()))?;
+        let names: Vec<String> = app.threads.iter().map(|t| t.name.clone()).collect();
+        let abs = std::fs::canonicalize(f).map_err(|e| input_err(format!("{}: {e}", f.display())))?;
+        work.push((abs, names));
+    }
+    if let Some(sl) = o.slow {
+        if sl.cpu as usize >= topo.ncpus() {
+            return Err(input_err(format!("--slow: CPU {} does not exist (0-{})", sl.cpu, topo.ncpus() - 1)));
+        }
+    }
+    let rtapp_bin = if o.sim_only { PathBuf::new() } else { find_rtapp()? };
+    if !o.sim_only && !o.force {
+        let la = load_avg().unwrap_or(0.0);
+        if la > topo.ncpus() as f64 {
+            return Err(input_err(format!(
+                "the machine is busy: load average {la:.2} > {} CPUs (use --force to run anyway)",
+                topo.ncpus()
+            )));
+        }
+        let rt = rt_threads();
+        if !rt.is_empty() {
+            return Err(input_err(format!(
+                "real-time threads are running ({}); another hog? (use --force to run anyway)",
+                rt.join(", ")
+            )));
+        }
+    }
+    let mut configs = vec!["default".to_string()];
+    configs.extend(o.placers.iter().cloned());
+    let mut rows = Vec::new();
+    for (file, names) in &work {
+        for c in &configs {
+            rows.extend(simulate(file, names.len(), names, topo, o, c)?);
+        }
+    }
+    if o.sim_only {
+        return Ok(Outcome { rows, partial: false });
+    }
+    let mut hog: Option<Child> = None;
+    if let Some(sl) = o.slow {
+        let h = Command::new(&o.hog)
+            .args(["--cpu", &sl.cpu.to_string()])
+            .args(["--spin-ms", &(sl.spin_us as f64 / 1e3).to_string()])
+            .args(["--sleep-ms", &((sl.period_us - sl.spin_us) as f64 / 1e3).to_string()])
+            .args(["--secs", "86400"])
+            .stdout(Stdio::null())
+            .spawn()
+            .map_err(|e| run_err(format!("cannot start {}: {e}", o.hog.display())))?;
+        hog = Some(h);
+        // Let the kernel's RT PELT signal settle (≈ 5 half-lives).
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut partial = false;
+    'outer: for (file, names) in &work {
+        for rep in 0..o.reps {
+            for c in &configs {
+                let la = load_avg();
+                match run_real(&rtapp_bin, file, c, names, topo, o, stop) {
+                    Ok(Some(threads)) => {
+                        let completion_s = threads.iter().map(|t| t.completion_s).fold(0.0, f64::max);
+                        rows.push(Row {
+                            workload: file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
+                            config: c.clone(),
+                            source: "real".into(),
+                            rep,
+                            completion_s,
+                            threads,
+                            load_avg: la,
+                        });
+                    }
+                    Ok(None) => {
+                        partial = true;
+                        break 'outer;
+                    }
+                    Err(e) => {
+                        if let Some(mut h) = hog.take() {
+                            terminate(&mut h);
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(mut h) = hog.take() {
+        terminate(&mut h);
+    }
+    Ok(Outcome { rows, partial })
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+fn completions(rows: &[Row], w: &str, c: &str, src: &str) -> Vec<f64> {
+    rows.iter().filter(|r| r.workload == w && r.config == c && r.source == src).map(|r| r.completion_s).collect()
+}
+
+/// Summary per workload and configuration: (workload, config, real mean, sim mean, divergence %).
+pub fn summary(rows: &[Row]) -> Vec<(String, String, f64, f64, f64)> {
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for r in rows {
+        let k = (r.workload.clone(), r.config.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    keys.into_iter()
+        .map(|(w, c)| {
+            let real = mean(&completions(rows, &w, &c, "real"));
+            let sim = mean(&completions(rows, &w, &c, "sim"));
+            let div = 100.0 * (sim - real) / real;
+            (w, c, real, sim, div)
+        })
+        .collect()
+}
+
+/// Placer effects: (workload, placer, real effect s, sim effect s, real spread s, agrees).
+/// `agrees` is `None` when the real effect is within the real spread.
+pub fn effects(rows: &[Row]) -> Vec<(String, String, f64, f64, f64, Option<bool>)> {
+    let s = summary(rows);
+    let mut out = Vec::new();
+    for (w, c, real, sim, _) in &s {
+        if c == "default" {
+            continue;
+        }
+        let Some((_, _, r0, s0, _)) = s.iter().find(|x| &x.0 == w && x.1 == "default") else { continue };
+        let d = completions(rows, w, "default", "real");
+        let spread = d.iter().cloned().fold(f64::MIN, f64::max) - d.iter().cloned().fold(f64::MAX, f64::min);
+        let (re, se) = (real - r0, sim - s0);
+        if !re.is_finite() {
+            continue;
+        }
+        let agrees = if re.abs() <= spread.max(0.0) { None } else { Some(re.signum() == se.signum()) };
+        out.push((w.clone(), c.clone(), re, se, spread.max(0.0), agrees));
+    }
+    out
+}
+
+/// The text report.
+pub fn report(out: &Outcome) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{:<28} {:<12} {:>9} {:>9} {:>8}", "workload", "config", "real_s", "sim_s", "div_%");
+    let sum = summary(&out.rows);
+    for (w, c, r, m, d) in &sum {
+        let _ = writeln!(s, "{w:<28} {c:<12} {r:>9.3} {m:>9.3} {d:>8.1}");
+    }
+    let mut divs: Vec<f64> = sum.iter().map(|x| x.4.abs()).filter(|x| x.is_finite()).collect();
+    divs.sort_by(f64::total_cmp);
+    if !divs.is_empty() {
+        let _ = writeln!(
+            s,
+            "|divergence|: median {:.1} %, worst {:.1} % (targets ≤ 10 %, ≤ 25 %)",
+            divs[divs.len() / 2],
+            divs[divs.len() - 1]
+        );
+    }
+    for (w, c, re, se, sp, a) in effects(&out.rows) {
+        let verdict = match a {
+            None => "within real spread".to_string(),
+            Some(true) => "same sign".to_string(),
+            Some(false) => "OPPOSITE sign".to_string(),
+        };
+        let _ = writeln!(s, "effect {c} on {w}: real {re:+.3} s, sim {se:+.3} s (spread {sp:.3} s): {verdict}");
+    }
+    let _ = writeln!(s, "per thread (mean over reps): name, source/config, cpu s by class, migrations");
+    for r in out.rows.iter().filter(|r| r.rep == 0) {
+        for t in &r.threads {
+            let cls: Vec<String> = t.cpu_s_by_class.iter().map(|(k, v)| format!("{k} {v:.3}")).collect();
+            let _ = writeln!(
+                s,
+                "  {:<20} {}/{:<10} {:<28} migr {}",
+                t.name,
+                r.source,
+                r.config,
+                cls.join(", "),
+                t.migrations
+            );
+        }
+    }
+    if out.partial {
+        let _ = writeln!(s, "PARTIAL: stopped before the end");
+    }
+    s
+}
+
+/// The JSON document: `{"partial": …, "rows": [...]}`.
+pub fn to_json(out: &Outcome) -> String {
+    serde_json::to_string_pretty(out).unwrap_or_default()
+}
+
+/// A self-contained HTML page with the side-by-side figure (real vs sim per configuration).
+pub fn to_html(out: &Outcome) -> String {
+    let sum = summary(&out.rows);
+    let max = sum.iter().flat_map(|x| [x.2, x.3]).filter(|x| x.is_finite()).fold(0.0, f64::max).max(1e-9);
+    let bar_h = 18.0;
+    let h = (sum.len() as f64) * (2.0 * bar_h + 12.0) + 40.0;
+    let mut svg = format!(
+        "<svg xmlns='http://www.w3.org/2000/svg' width='900' height='{h:.0}' font-family='sans-serif' font-size='12'>"
+    );
+    for (i, (w, c, r, m, d)) in sum.iter().enumerate() {
+        let y = 20.0 + i as f64 * (2.0 * bar_h + 12.0);
+        let wr = if r.is_finite() { 500.0 * r / max } else { 0.0 };
+        let wm = if m.is_finite() { 500.0 * m / max } else { 0.0 };
+        let _ = write!(
+            svg,
+            "<text x='0' y='{:.0}'>{w} {c}</text><rect x='300' y='{y:.0}' width='{wr:.1}' height='{bar_h}' fill='#4477aa'/><text x='{:.0}' y='{:.0}'>real {r:.3} s</text><rect x='300' y='{:.0}' width='{wm:.1}' height='{bar_h}' fill='#ee6677'/><text x='{:.0}' y='{:.0}'>sim {m:.3} s ({d:+.1} %)</text>",
+            y + bar_h,
+            305.0 + wr,
+            y + 13.0,
+            y + bar_h,
+            305.0 + wm,
+            y + bar_h + 13.0
+        );
+    }
+    svg.push_str("</svg>");
+    format!(
+        "<!doctype html><meta charset='utf-8'><title>ampsched validate</title><h1>ampsched validate</h1><p>Completion time, real (blue) vs simulated with the linux dispatcher (red).{}</p>{svg}<pre>{}</pre>",
+        if out.partial { " PARTIAL." } else { "" },
+        report(out).replace('&', "&amp;").replace('<', "&lt;")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_parses_and_rejects_with_the_form() {
+        assert_eq!(Slow::parse("1:5000/10000").unwrap(), Slow { cpu: 1, spin_us: 5000, period_us: 10000 });
+        assert!(Slow::parse("1:5000").unwrap_err().contains("CPU:SPIN_US/PERIOD_US"));
+        assert!(Slow::parse("1:10000/10000").unwrap_err().contains("[1, PERIOD_US − 1]"));
+    }
+
+    #[test]
+    fn divergence_and_effect_sign() {
+        // default real 1.0, 1.1 (spread 0.1), sim 1.05; placer real 1.3 (effect +0.25), sim 1.2 (+0.15): same sign.
+        let row = |c: &str, src: &str, rep: u32, s: f64| Row {
+            workload: "w.json".into(),
+            config: c.into(),
+            source: src.into(),
+            rep,
+            completion_s: s,
+            threads: vec![],
+            load_avg: None,
+        };
+        let rows = vec![
+            row("default", "real", 0, 1.0),
+            row("default", "real", 1, 1.1),
+            row("default", "sim", 0, 1.05),
+            row("aash", "real", 0, 1.3),
+            row("aash", "sim", 0, 1.2),
+        ];
+        let s = summary(&rows);
+        // default: (1.05 − 1.05) / 1.05 = 0 %; aash: (1.2 − 1.3) / 1.3 = −7.7 %.
+        assert!(s[0].4.abs() < 1e-9);
+        assert!((s[1].4 + 7.692).abs() < 0.01, "{}", s[1].4);
+        let e = effects(&rows);
+        assert_eq!(e[0].5, Some(true));
+        assert!((e[0].2 - 0.25).abs() < 1e-9 && (e[0].4 - 0.1).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_simulated_machine_declares_the_hog() {
+        let topo = Topology::fast_slow(0, 1.0, 2, 1.0, 2);
+        let m = sim_machine(&topo, Some(Slow { cpu: 1, spin_us: 5000, period_us: 10000 }));
+        assert!(m.contains("[[machine.rt_load]]\ncpu = 1\nspin_us = 5000\nperiod_us = 10000"), "{m}");
+        assert!(m.contains("{ class = \"fast\", mem_domain = 0, numa = 0 }, { class = \"slow\""), "{m}");
+    }
+}
