@@ -31,7 +31,7 @@
 //! panic unwinding through the loop) every changed thread gets its original
 //! back and the state file is removed.
 
-use crate::actuate::{ActError, Actuator, DryRun, LinuxActuator};
+use crate::actuate::{ActError, Actuator, DryRun, LinuxActuator, Remembering};
 use crate::config::{Target, TargetKind};
 use crate::discovery::Discovered;
 use crate::metrics::{label, MetricsServer};
@@ -427,7 +427,8 @@ impl Agent {
             Some(p) => Some(AgentTrace::create(p, discovered.topo.ncpus())?),
             None => None,
         };
-        let act: Box<dyn Actuator> = if dry_run { Box::new(DryRun::default()) } else { Box::new(LinuxActuator) };
+        let act: Box<dyn Actuator> =
+            if dry_run { Box::new(DryRun::default()) } else { Box::new(Remembering::new(LinuxActuator)) };
         let period = pl.period();
         Ok(Agent {
             d: discovered,
@@ -669,7 +670,8 @@ impl Agent {
                             if gone || vcpus.is_empty() {
                                 query_vcpus(path)
                                     .ok()
-                                    .map(|v| v.into_iter().map(|x| (x.thread_id, x.cpu_index)).collect())
+                                    .filter(|vm| vm.pid == pid)
+                                    .map(|vm| vm.vcpus.into_iter().map(|x| (x.thread_id, x.cpu_index)).collect())
                             } else {
                                 None
                             }
@@ -691,9 +693,10 @@ impl Agent {
                         continue;
                     }
                     match crate::qmp::probe_vcpus(path) {
-                        Ok(Some(v)) if !v.is_empty() => {
-                            let pid = crate::procfs::tgid_of(&self.proc_root, v[0].thread_id).unwrap_or(v[0].thread_id);
-                            let vcpus = v.into_iter().map(|x| (x.thread_id, x.cpu_index)).collect();
+                        Ok(Some(vm)) if !vm.vcpus.is_empty() => {
+                            // The socket's owner (SO_PEERCRED); every vCPU thread was checked to be one of its threads.
+                            let pid = vm.pid;
+                            let vcpus = vm.vcpus.into_iter().map(|x| (x.thread_id, x.cpu_index)).collect();
                             self.new_domain(
                                 ti,
                                 t.name.clone(),

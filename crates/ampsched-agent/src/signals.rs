@@ -62,8 +62,12 @@ pub fn process_cpu() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-/// Sleep until the monotonic time `deadline`; returns early (false) when a signal arrives.
+/// Sleep until the monotonic time `deadline`; returns early (false) when a signal arrives
+/// (or arrived before the call: one received during QMP I/O must not wait out a period).
 pub fn sleep_until(deadline: Duration) -> bool {
+    if pending().is_some() {
+        return false;
+    }
     let ts = libc::timespec { tv_sec: deadline.as_secs() as libc::time_t, tv_nsec: deadline.subsec_nanos() as _ };
     loop {
         // SAFETY: valid timespec; absolute monotonic sleep.

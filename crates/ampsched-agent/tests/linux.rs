@@ -516,7 +516,9 @@ fn a_qemu_guest_aware_vcpu0_runs_on_the_fast_cpu_found_by_qmp_and_by_names() {
         "guest did not start its loops in 240 s; console:\n{}",
         std::fs::read_to_string(&console).unwrap_or_default()
     );
-    let vcpus = ampsched_agent::qmp::query_vcpus(&sock).unwrap();
+    let found = ampsched_agent::qmp::query_vcpus(&sock).unwrap();
+    assert_eq!(found.pid, vm.pid(), "the socket's owner (SO_PEERCRED) is the QEMU process");
+    let vcpus = found.vcpus;
     assert_eq!(vcpus.len(), 2);
     let vcpu0 = vcpus[0].thread_id;
     // The guest's loops really keep vCPU 0 busy: its thread runs ≥ 20 % of 0.5 s
