@@ -1,16 +1,33 @@
-//! The opt-in metrics endpoint: Prometheus text format over plain HTTP on a
-//! loopback address only (127.0.0.0/8 or ::1). The control loop renders the
-//! text once per period and [`MetricsServer::publish`]es it; a small thread
-//! answers `GET /metrics` with the latest text. Any other address is refused
-//! before anything starts.
+//! The opt-in metrics endpoint: Prometheus metrics over HTTP on a loopback
+//! address only (127.0.0.0/8 or ::1). The control loop renders the text once
+//! per period and [`MetricsServer::publish`]es it; the server answers
+//! `GET /metrics` with the latest text. Any other address is refused before
+//! anything starts.
+//!
+//! The server is hyper's HTTP/1 connection handler on a current-thread tokio
+//! runtime in its own thread: every connection is its own task, so idle or
+//! slow clients do not delay a scrape (the old one-connection-at-a-time loop
+//! let 40 idle connections delay a scrape by 20 s). Each connection must send
+//! its request headers within [`HEADER_TIMEOUT`] and is closed after
+//! [`CONN_LIFETIME`] whatever it does; at most [`MAX_CONNECTIONS`] are open at
+//! once (more are closed on accept).
 
 use crate::AgentError;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+/// Time a connection has to send its request headers (each request, on a kept-alive connection).
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest a connection stays open.
+pub const CONN_LIFETIME: Duration = Duration::from_secs(30);
+/// Most connections served at once.
+pub const MAX_CONNECTIONS: usize = 256;
 
 /// Parse a metrics address and refuse anything but loopback.
 pub fn parse_loopback(addr: &str) -> Result<SocketAddr, AgentError> {
@@ -29,7 +46,7 @@ pub fn parse_loopback(addr: &str) -> Result<SocketAddr, AgentError> {
 pub struct MetricsServer {
     addr: SocketAddr,
     text: Arc<Mutex<String>>,
-    stop: Arc<AtomicBool>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -37,17 +54,28 @@ impl MetricsServer {
     /// Bind `addr` (loopback only) and start serving an empty page.
     pub fn start(addr: &str) -> Result<MetricsServer, AgentError> {
         let a = parse_loopback(addr)?;
-        let l =
-            TcpListener::bind(a).map_err(|e| AgentError::new(format!("metrics address {a}: cannot listen: {e}")))?;
+        let l = std::net::TcpListener::bind(a)
+            .map_err(|e| AgentError::new(format!("metrics address {a}: cannot listen: {e}")))?;
         let addr = l.local_addr().map_err(|e| AgentError::new(format!("metrics: {e}")))?;
+        l.set_nonblocking(true).map_err(|e| AgentError::new(format!("metrics: {e}")))?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|e| AgentError::new(format!("metrics: cannot start the server runtime: {e}")))?;
         let text = Arc::new(Mutex::new(String::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (t, s) = (text.clone(), stop.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let t = text.clone();
         let handle = std::thread::Builder::new()
             .name("ampsched-metrics".into())
-            .spawn(move || serve(l, t, s))
+            .spawn(move || {
+                // The accept loop and every connection are tasks; when the stop signal comes
+                // (or the sender is dropped), block_on returns and dropping the runtime ends them.
+                rt.spawn(serve(l, t));
+                let _ = rt.block_on(rx);
+            })
             .map_err(|e| AgentError::new(format!("metrics: cannot start the server thread: {e}")))?;
-        Ok(MetricsServer { addr, text, stop, handle: Some(handle) })
+        Ok(MetricsServer { addr, text, stop: Some(tx), handle: Some(handle) })
     }
 
     /// The bound address (useful with port 0).
@@ -65,37 +93,61 @@ impl MetricsServer {
 
 impl Drop for MetricsServer {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept call.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
     }
 }
 
-fn serve(l: TcpListener, text: Arc<Mutex<String>>, stop: Arc<AtomicBool>) {
-    for conn in l.incoming() {
-        if stop.load(Ordering::SeqCst) {
-            return;
+/// Content type of the served text (OpenMetrics, as prometheus-client encodes it).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+fn answer(req: &Request<hyper::body::Incoming>, text: &Mutex<String>) -> Response<Full<Bytes>> {
+    let (status, ctype, body) = match (req.method(), req.uri().path()) {
+        (&Method::GET, "/metrics" | "/") => {
+            (StatusCode::OK, CONTENT_TYPE, text.lock().map(|g| g.clone()).unwrap_or_default())
         }
-        let Ok(mut c) = conn else { continue };
-        c.set_read_timeout(Some(Duration::from_millis(500))).ok();
-        c.set_write_timeout(Some(Duration::from_millis(500))).ok();
-        let mut buf = [0u8; 1024];
-        let n = c.read(&mut buf).unwrap_or(0);
-        let req = String::from_utf8_lossy(&buf[..n]);
-        let path = req.split_whitespace().nth(1).unwrap_or("");
-        let (status, body) = if req.starts_with("GET ") && (path == "/metrics" || path == "/") {
-            ("200 OK", text.lock().map(|g| g.clone()).unwrap_or_default())
-        } else {
-            ("404 Not Found", "only GET /metrics is served\n".to_string())
+        _ => (StatusCode::NOT_FOUND, "text/plain", "only GET /metrics is served\n".to_string()),
+    };
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    if let Ok(v) = hyper::header::HeaderValue::from_str(ctype) {
+        r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+async fn serve(l: std::net::TcpListener, text: Arc<Mutex<String>>) {
+    let Ok(l) = tokio::net::TcpListener::from_std(l) else { return };
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
+    loop {
+        let stream = match l.accept().await {
+            Ok((s, _)) => s,
+            // Out of file descriptors and the like: wait a little instead of spinning.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
         };
-        let _ = write!(
-            c,
-            "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
+        // Over the limit: the connection is closed at once (dropped).
+        let Ok(permit) = slots.clone().try_acquire_owned() else { continue };
+        let text = text.clone();
+        let served = http.serve_connection(
+            TokioIo::new(stream),
+            hyper::service::service_fn(move |req| {
+                let r = answer(&req, &text);
+                async move { Ok::<_, std::convert::Infallible>(r) }
+            }),
         );
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(CONN_LIFETIME, served).await;
+            drop(permit);
+        });
     }
 }
 
@@ -107,6 +159,8 @@ pub fn label(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
 
     #[test]
     fn loopback_only() {
@@ -118,20 +172,46 @@ mod tests {
         assert_eq!(label("a\"b"), "a\\\"b");
     }
 
+    fn get(addr: SocketAddr, path: &str) -> String {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).unwrap();
+        out
+    }
+
     #[test]
     fn serves_the_published_text() {
         let s = MetricsServer::start("127.0.0.1:0").unwrap();
         s.publish("ampsched_up 1\n".into());
-        let mut c = TcpStream::connect(s.local_addr()).unwrap();
-        c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-        let mut out = String::new();
-        c.read_to_string(&mut out).unwrap();
-        assert!(out.starts_with("HTTP/1.0 200 OK"), "{out}");
+        let out = get(s.local_addr(), "/metrics");
+        assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
+        assert!(out.contains("application/openmetrics-text"), "{out}");
         assert!(out.ends_with("ampsched_up 1\n"), "{out}");
-        let mut c = TcpStream::connect(s.local_addr()).unwrap();
-        c.write_all(b"GET /other HTTP/1.0\r\n\r\n").unwrap();
-        let mut out = String::new();
-        c.read_to_string(&mut out).unwrap();
-        assert!(out.starts_with("HTTP/1.0 404"), "{out}");
+        let out = get(s.local_addr(), "/other");
+        assert!(out.starts_with("HTTP/1.1 404"), "{out}");
+    }
+
+    #[test]
+    fn metrics_idle_connections_do_not_delay_a_scrape() {
+        let s = MetricsServer::start("127.0.0.1:0").unwrap();
+        s.publish("ampsched_up 1\n".into());
+        // 40 idle connections (and one that sent half a request) stay open while a scrape is
+        // served; the one-at-a-time server answered it only after every idle one timed out.
+        let mut idle: Vec<TcpStream> = (0..40).map(|_| TcpStream::connect(s.local_addr()).unwrap()).collect();
+        idle[0].write_all(b"GET /metr").unwrap();
+        let out = get(s.local_addr(), "/metrics");
+        assert!(out.ends_with("ampsched_up 1\n"), "{out}");
+        // An idle connection is closed by the server once the header timeout passes: the read
+        // ends (EOF or reset) instead of hanging until this test's own 20 s read timeout.
+        let c = &mut idle[1];
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut buf = [0u8; 64];
+        let r = c.read(&mut buf);
+        assert!(
+            !matches!(&r, Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)),
+            "{r:?}"
+        );
     }
 }
