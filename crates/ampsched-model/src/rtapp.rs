@@ -215,9 +215,16 @@ impl Node {
     }
 }
 
+/// Deepest nesting of objects and arrays the reader accepts. Real rt-app
+/// files nest 5 levels (tasks → thread → phases → phase → event); the reader
+/// recurses once per level, so a hostile file nested 30 000 deep would
+/// overflow the stack without this bound (serde_json's default is 128 too).
+pub const MAX_JSON_DEPTH: usize = 128;
+
 struct Reader<'a> {
     s: &'a [u8],
     i: usize,
+    depth: usize,
 }
 
 type PErr = (usize, String);
@@ -256,6 +263,12 @@ impl Reader<'_> {
     fn value(&mut self) -> Result<Node, PErr> {
         let c = self.peek()?.ok_or((self.i, "unexpected end of file, expected a value".to_string()))?;
         let at = self.i;
+        if matches!(c, b'{' | b'[') {
+            if self.depth >= MAX_JSON_DEPTH {
+                return Err((at, format!("nested deeper than {MAX_JSON_DEPTH} objects/arrays: not an rt-app file")));
+            }
+            self.depth += 1;
+        }
         let v = match c {
             b'{' => {
                 self.i += 1;
@@ -329,6 +342,9 @@ impl Reader<'_> {
             }
             _ => return Err((at, format!("unexpected character `{}`", c as char))),
         };
+        if matches!(c, b'{' | b'[') {
+            self.depth -= 1;
+        }
         Ok(Node { at, v })
     }
 
@@ -374,7 +390,7 @@ impl Reader<'_> {
 }
 
 fn parse_json(text: &str) -> Result<Node, PErr> {
-    let mut r = Reader { s: text.as_bytes(), i: 0 };
+    let mut r = Reader { s: text.as_bytes(), i: 0, depth: 0 };
     let v = r.value()?;
     if r.peek()?.is_some() {
         return Err((r.i, "trailing characters after the top-level object".into()));
@@ -433,7 +449,7 @@ impl Ctx<'_> {
     fn int(&self, n: &Node, path: &str, min: i64) -> Result<i64, RtAppError> {
         match n.v {
             Json::Num(x) if x.fract() == 0.0 && x >= min as f64 && x <= 1e15 => Ok(x as i64),
-            _ => Err(self.err(n.at, path, format!("must be an integer ≥ {min}, got {}", show(n)))),
+            _ => Err(self.err(n.at, path, format!("must be an integer in [{min}, 1e15], got {}", show(n)))),
         }
     }
 
@@ -534,7 +550,7 @@ impl Ctx<'_> {
 
 fn show(n: &Node) -> String {
     match &n.v {
-        Json::Num(x) => format!("{x}"),
+        Json::Num(x) => crate::spec::show_f64(*x),
         Json::Str(s) => format!("\"{s}\""),
         Json::Bool(b) => format!("{b}"),
         _ => n.kind().to_string(),
@@ -1163,5 +1179,22 @@ mod tests {
         assert_eq!(e.path, "tasks.t.run");
         let e = compile(r#"{ "tasks": { "t": { "run": 5 } "#, "w.json", &topo()).unwrap_err();
         assert!(e.msg.contains("not valid rt-app JSON"), "{e}");
+        let e = compile(r#"{ "tasks": { "t": { "run": 1e300 } } }"#, "w.json", &topo()).unwrap_err();
+        assert!(e.msg.contains("must be an integer in [0, 1e15], got 1e300"), "{e}");
+    }
+
+    #[test]
+    fn rtapp_deep_nesting_is_a_located_error_not_a_stack_overflow() {
+        // 30 000 levels crashed the recursive reader (SIGABRT); now the level past the limit is
+        // named. `{` is level 1, so the 128th `[` is level 129; line 2 starts with `"x": ` (5
+        // columns), so that `[` is at column 5 + 128 = 133.
+        let deep = format!("{{\n\"x\": {}{}}}", "[".repeat(30_000), "]".repeat(30_000));
+        let e = compile(&deep, "deep.json", &topo()).unwrap_err();
+        assert_eq!((e.line, e.col), (2, 133), "{e}");
+        assert!(e.msg.contains("nested deeper than 128"), "{e}");
+        // At the limit the reader still accepts the value (the error is then about the shape).
+        let ok_depth = format!("{{\"x\": {}{}}}", "[".repeat(MAX_JSON_DEPTH - 1), "]".repeat(MAX_JSON_DEPTH - 1));
+        let e = compile(&ok_depth, "d.json", &topo()).unwrap_err();
+        assert!(!e.msg.contains("nested deeper"), "{e}");
     }
 }

@@ -72,6 +72,112 @@ impl ParamValue {
 /// Named parameters.
 pub type Params = BTreeMap<String, ParamValue>;
 
+/// The documented range of every number in a scenario file (docs/security.md).
+/// Values outside are refused while parsing, with the file, line, column,
+/// field, value and range; the bounds keep all time arithmetic (integer
+/// nanoseconds in a `u64`, at most 1.8e19 ns ≈ 584 years) far from overflow:
+/// the longest simulated time, 1e7 s, is 1e16 ns, and the slowest CPU (speed
+/// 0.01) stretches it at most 100× to 1e18 ns.
+pub mod limits {
+    /// Longest simulated time (`stop.duration_s`, `stop.max_s`), seconds (≈ 116 days).
+    pub const MAX_SIM_S: f64 = 1e7;
+    /// Longest time field in milliseconds (event times, op lengths, noise bursts): [`MAX_SIM_S`] in ms.
+    pub const MAX_MS: f64 = MAX_SIM_S * 1e3;
+    /// Slowest and fastest CPU class speed (relative to 1.0). Real asymmetric machines
+    /// differ by less than 10× (big.LITTLE, Intel hybrid); 100× either way is generous.
+    pub const SPEED: (f64, f64) = (0.01, 100.0);
+    /// Most CPUs on the simulated machine (the capacity of a `CpuSet`).
+    pub const MAX_CPUS: u32 = crate::cpuset::MAX_CPUS as u32;
+    /// Most vCPUs of one domain: KVM_MAX_VCPUS on x86 (4096, arch/x86/include/asm/kvm_host.h).
+    pub const MAX_VCPUS: u32 = 4096;
+    /// Credit weight range (Xen's credit scheduler accepts 1..=65535).
+    pub const WEIGHT: (u32, u32) = (1, 65535);
+    /// Largest cap, % of one CPU: every CPU of the largest machine.
+    pub const MAX_CAP: u32 = 100 * MAX_CPUS;
+    /// Largest cache or working-set size, KiB (16 GiB).
+    pub const MAX_KB: u32 = 1 << 24;
+    /// Refill bandwidth range, GB/s.
+    pub const GBPS: (f64, f64) = (0.001, 1e6);
+    /// Most runs (seeds) of one scenario.
+    pub const MAX_RUNS: u32 = 10_000;
+    /// Shortest statistics interval, ms (1 µs).
+    pub const MIN_STATS_MS: f64 = 1e-3;
+}
+
+/// A number as a person reads it: plain for ordinary magnitudes, `1e300` / `1e-12` for extreme ones.
+pub fn show_f64(v: f64) -> String {
+    if v != 0.0 && !(1e-6..1e15).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// `v` within [lo, hi] (finite), else a message naming the field, the value and the range.
+pub fn check_f64(field: &str, v: f64, lo: f64, hi: f64, what: &str) -> Result<f64, String> {
+    if v.is_finite() && v >= lo && v <= hi {
+        Ok(v)
+    } else {
+        Err(format!("`{field}` = {} is out of range: must be a finite number in [{lo}, {hi}] ({what})", show_f64(v)))
+    }
+}
+
+/// `v` within [lo, hi], else a message naming the field, the value and the range.
+pub fn check_u32(field: &str, v: u32, lo: u32, hi: u32, what: &str) -> Result<u32, String> {
+    if (lo..=hi).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("`{field}` = {v} is out of range: must be an integer in [{lo}, {hi}] ({what})"))
+    }
+}
+
+/// Deserializers that check a number's range while parsing, so the parser's
+/// error carries the line and column of the offending value.
+mod ranged {
+    use super::limits::*;
+    use super::{check_f64, check_u32};
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer};
+
+    macro_rules! ranged {
+        ($name:ident, $opt:ident, $t:ty, $check:ident, $field:expr, $lo:expr, $hi:expr, $what:expr) => {
+            pub fn $name<'de, D: Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+                $check($field, <$t>::deserialize(d)?, $lo, $hi, $what).map_err(D::Error::custom)
+            }
+            #[allow(dead_code)]
+            pub fn $opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<$t>, D::Error> {
+                match Option::<$t>::deserialize(d)? {
+                    Some(v) => $check($field, v, $lo, $hi, $what).map(Some).map_err(D::Error::custom),
+                    None => Ok(None),
+                }
+            }
+        };
+    }
+
+    ranged!(runs, runs_opt, u32, check_u32, "runs", 1, MAX_RUNS, "number of seeds");
+    ranged!(stats_ms, stats_ms_opt, f64, check_f64, "stats_interval_ms", MIN_STATS_MS, MAX_MS, "ms");
+    ranged!(duration_s, duration_s_opt, f64, check_f64, "duration_s", 1e-6, MAX_SIM_S, "simulated seconds");
+    ranged!(max_s, max_s_opt, f64, check_f64, "max_s", 1e-6, MAX_SIM_S, "simulated seconds");
+    ranged!(speed, speed_opt, f64, check_f64, "speed", SPEED.0, SPEED.1, "speed factor relative to 1.0");
+    ranged!(count, count_opt, u32, check_u32, "count", 1, MAX_CPUS, "CPUs in the group");
+    ranged!(mem_domain, mem_domain_opt, u32, check_u32, "mem_domain", 0, MAX_CPUS - 1, "memory domain id");
+    ranged!(numa, numa_opt, u32, check_u32, "numa", 0, MAX_CPUS - 1, "NUMA node id");
+    ranged!(mem_domain_size, mem_domain_size_opt, u32, check_u32, "mem_domain_size", 1, MAX_CPUS, "CPUs");
+    ranged!(fraction, fraction_opt, f64, check_f64, "fraction", 0.0, 0.999, "share of time taken by noise");
+    ranged!(fraction_on, fraction_on_opt, f64, check_f64, "fraction_on", 0.0, 1.0, "share of time");
+    ranged!(fraction_off, fraction_off_opt, f64, check_f64, "fraction_off", 0.0, 1.0, "share of time");
+    ranged!(on_ms, on_ms_opt, f64, check_f64, "on_ms", 1e-3, MAX_MS, "ms");
+    ranged!(off_ms, off_ms_opt, f64, check_f64, "off_ms", 1e-3, MAX_MS, "ms");
+    ranged!(l2_kb, l2_kb_opt, u32, check_u32, "l2_kb", 1, MAX_KB, "KiB");
+    ranged!(llc_kb, llc_kb_opt, u32, check_u32, "llc_kb", 1, MAX_KB, "KiB");
+    ranged!(llc_gbps, llc_gbps_opt, f64, check_f64, "llc_refill_gbps", GBPS.0, GBPS.1, "GB/s");
+    ranged!(dram_gbps, dram_gbps_opt, f64, check_f64, "dram_refill_gbps", GBPS.0, GBPS.1, "GB/s");
+    ranged!(vcpus, vcpus_opt, u32, check_u32, "vcpus", 1, MAX_VCPUS, "vCPUs of one domain, KVM_MAX_VCPUS");
+    ranged!(weight, weight_opt, u32, check_u32, "weight", WEIGHT.0, WEIGHT.1, "credit weight");
+    ranged!(cap, cap_opt, u32, check_u32, "cap", 0, MAX_CAP, "% of one CPU, 0 = none");
+    ranged!(at_ms, at_ms_opt, f64, check_f64, "at_ms", 0.0, MAX_MS, "ms of simulated time");
+}
+
 /// A whole scenario file.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -83,11 +189,13 @@ pub struct ScenarioSpec {
     /// First seed (runs use seed, seed+1, …). Default 1.
     pub seed: Option<u64>,
     /// Number of runs (seeds). Default 1.
+    #[serde(default, deserialize_with = "ranged::runs_opt")]
     pub runs: Option<u32>,
     /// When to stop.
     #[serde(default)]
     pub stop: StopSpec,
     /// Statistics interval for time series, ms. Default 1000.
+    #[serde(default, deserialize_with = "ranged::stats_ms_opt")]
     pub stats_interval_ms: Option<f64>,
     /// The machine.
     pub machine: MachineSpec,
@@ -114,8 +222,10 @@ pub struct ScenarioSpec {
 #[serde(deny_unknown_fields)]
 pub struct StopSpec {
     /// Run exactly this long (seconds of simulated time).
+    #[serde(default, deserialize_with = "ranged::duration_s_opt")]
     pub duration_s: Option<f64>,
     /// With no duration: stop when all programs are done, or at this bound. Default 3600.
+    #[serde(default, deserialize_with = "ranged::max_s_opt")]
     pub max_s: Option<f64>,
 }
 
@@ -126,6 +236,7 @@ pub struct ClassSpec {
     /// Label.
     pub name: String,
     /// Speed factor (> 0).
+    #[serde(deserialize_with = "ranged::speed")]
     pub speed: f64,
 }
 
@@ -136,10 +247,13 @@ pub struct CpuGroupSpec {
     /// Class name.
     pub class: String,
     /// How many CPUs. Default 1.
+    #[serde(default, deserialize_with = "ranged::count_opt")]
     pub count: Option<u32>,
     /// Memory domain of these CPUs (default: by `machine.mem_domain_size`).
+    #[serde(default, deserialize_with = "ranged::mem_domain_opt")]
     pub mem_domain: Option<u32>,
     /// NUMA node (default: = memory domain).
+    #[serde(default, deserialize_with = "ranged::numa_opt")]
     pub numa: Option<u32>,
 }
 
@@ -150,14 +264,19 @@ pub struct NoiseGroupSpec {
     /// CPU list, e.g. "0" or "0-3".
     pub cpus: String,
     /// Constant fraction of time taken (0 ≤ f < 1).
+    #[serde(default, deserialize_with = "ranged::fraction_opt")]
     pub fraction: Option<f64>,
     /// Burst length, ms (bursty noise).
+    #[serde(default, deserialize_with = "ranged::on_ms_opt")]
     pub on_ms: Option<f64>,
     /// Gap length, ms (bursty noise).
+    #[serde(default, deserialize_with = "ranged::off_ms_opt")]
     pub off_ms: Option<f64>,
     /// Fraction during a burst.
+    #[serde(default, deserialize_with = "ranged::fraction_on_opt")]
     pub fraction_on: Option<f64>,
     /// Fraction between bursts. Default 0.
+    #[serde(default, deserialize_with = "ranged::fraction_off_opt")]
     pub fraction_off: Option<f64>,
     /// Exponentially distributed lengths (seeded). Default false.
     pub random: Option<bool>,
@@ -168,12 +287,16 @@ pub struct NoiseGroupSpec {
 #[serde(deny_unknown_fields)]
 pub struct CacheParamsSpec {
     /// Private L2, KiB.
+    #[serde(default, deserialize_with = "ranged::l2_kb_opt")]
     pub l2_kb: Option<u32>,
     /// Shared LLC per memory domain, KiB.
+    #[serde(default, deserialize_with = "ranged::llc_kb_opt")]
     pub llc_kb: Option<u32>,
     /// LLC → L2 refill bandwidth, GB/s.
+    #[serde(default, deserialize_with = "ranged::llc_gbps_opt")]
     pub llc_refill_gbps: Option<f64>,
     /// DRAM refill bandwidth, GB/s.
+    #[serde(default, deserialize_with = "ranged::dram_gbps_opt")]
     pub dram_refill_gbps: Option<f64>,
 }
 
@@ -186,6 +309,7 @@ pub struct MachineSpec {
     /// CPU groups, in id order.
     pub cpus: Vec<CpuGroupSpec>,
     /// CPUs per memory domain when groups do not say. Default: all in one.
+    #[serde(default, deserialize_with = "ranged::mem_domain_size_opt")]
     pub mem_domain_size: Option<u32>,
     /// Cache model.
     #[serde(default)]
@@ -303,10 +427,13 @@ pub struct DomainSpec {
     /// Unique name.
     pub name: String,
     /// Number of vCPUs / threads.
+    #[serde(deserialize_with = "ranged::vcpus")]
     pub vcpus: u32,
     /// Credit weight. Default 256.
+    #[serde(default, deserialize_with = "ranged::weight_opt")]
     pub weight: Option<u32>,
     /// Cap in % of one CPU (0 = none). Default 0.
+    #[serde(default, deserialize_with = "ranged::cap_opt")]
     pub cap: Option<u32>,
     /// Priority class. Default normal.
     pub priority: Option<PriorityClass>,
@@ -348,6 +475,7 @@ pub struct WorkloadSpec {
 #[serde(deny_unknown_fields)]
 pub struct EventSpec {
     /// When, ms of simulated time.
+    #[serde(deserialize_with = "ranged::at_ms")]
     pub at_ms: f64,
     /// Domain name.
     pub domain: String,
@@ -356,6 +484,7 @@ pub struct EventSpec {
     /// New priority class.
     pub priority: Option<PriorityClass>,
     /// New weight.
+    #[serde(default, deserialize_with = "ranged::weight_opt")]
     pub weight: Option<u32>,
 }
 
@@ -504,20 +633,19 @@ fn wait_of(kind: WaitKind, limit_us: Option<f64>, path: &str) -> Result<Wait, Mo
         WaitKind::Spin => Wait::Spin,
         WaitKind::SpinThenBlock => {
             let us = limit_us.unwrap_or(DEFAULT_SPIN_LIMIT_US);
-            if !(us.is_finite() && us >= 0.0) {
-                return Err(ModelError::new(format!("{path}.spin_limit_us"), format!("must be ≥ 0, got {us}")));
-            }
+            check_f64("spin_limit_us", us, 0.0, limits::MAX_MS * 1e3, "µs")
+                .map_err(|m| ModelError::new(format!("{path}.spin_limit_us"), m))?;
             Wait::SpinThenBlock(Nanos::from_ms_f64(us / 1000.0))
         }
     })
 }
 
 fn nonneg(v: f64, path: String, what: &str) -> Result<f64, ModelError> {
-    if v.is_finite() && v >= 0.0 {
-        Ok(v)
-    } else {
-        Err(ModelError::new(path, format!("{what} must be a finite number ≥ 0, got {v}")))
-    }
+    check_f64(what, v, 0.0, limits::MAX_MS, "ms").map_err(|m| ModelError::new(path, m))
+}
+
+fn kb(v: u32, path: String) -> Result<u32, ModelError> {
+    check_u32("ws_kb", v, 0, limits::MAX_KB, "KiB").map_err(|m| ModelError::new(path, m))
 }
 
 fn frac(v: f64, path: String) -> Result<f64, ModelError> {
@@ -535,7 +663,7 @@ fn compile_into(ops: &[OpSpec], path: &str, out: &mut Vec<Op>) -> Result<(), Mod
             OpSpec::Compute { ms, mem, ws_kb, overlap } => out.push(Op::Compute {
                 work: Nanos::from_ms_f64(nonneg(*ms, format!("{p}.compute.ms"), "ms")?),
                 mem: frac(*mem, format!("{p}.compute.mem"))?,
-                ws_kb: *ws_kb,
+                ws_kb: kb(*ws_kb, format!("{p}.compute.ws_kb"))?,
                 overlap: frac_incl(overlap.unwrap_or(1.0), format!("{p}.compute.overlap"))?,
             }),
             OpSpec::Barrier { id, wait, spin_limit_us } => {
@@ -584,7 +712,7 @@ fn compile_into(ops: &[OpSpec], path: &str, out: &mut Vec<Op>) -> Result<(), Mod
                         ScheduleKind::Guided => Schedule::Guided { min_chunk: chunk },
                     },
                     mem: frac(*mem, format!("{p}.parfor.mem"))?,
-                    ws_kb: *ws_kb,
+                    ws_kb: kb(*ws_kb, format!("{p}.parfor.ws_kb"))?,
                     overlap: frac_incl(overlap.unwrap_or(1.0), format!("{p}.parfor.overlap"))?,
                     wait: wait_of(*wait, *spin_limit_us, &format!("{p}.parfor"))?,
                 })
@@ -652,6 +780,49 @@ mod tests {
         let ops = vec![OpSpec::Compute { ms: 1.0, mem: 1.5, ws_kb: 0, overlap: None }];
         let e = compile_program(&ops, "domain[0].workload.program").unwrap_err();
         assert_eq!(e.path, "domain[0].workload.program[0].compute.mem");
+        let ops = vec![OpSpec::Sleep { ms: 1e300 }];
+        let e = compile_program(&ops, "p").unwrap_err();
+        assert_eq!(e.path, "p[0].sleep.ms");
+        assert!(e.msg.contains("= 1e300 is out of range") && e.msg.contains("[0, 10000000000]"), "{e}");
+    }
+
+    /// A scenario with `line` (1-based, after the header) replaced.
+    fn scenario_with(line: &str) -> Result<ScenarioSpec, String> {
+        let text = format!(
+            "[stop]\nduration_s = 0.5\n[machine]\nclasses = [{{ name = \"fast\", speed = 2.0 }}]\n\
+             cpus = [{{ class = \"fast\", count = 2 }}]\n[[domain]]\nname = \"d\"\nvcpus = 2\n{line}\n"
+        );
+        toml::from_str::<ScenarioSpec>(&text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn numeric_fields_out_of_range_are_refused_with_line_field_value_and_range() {
+        assert!(scenario_with("").is_ok());
+        // The offending value's line comes from the parser: line 4 holds the classes.
+        let e = toml::from_str::<ScenarioSpec>(
+            "[stop]\nduration_s = 0.5\n[machine]\nclasses = [{ name = \"f\", speed = 1e-12 }]\ncpus = []\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("line 4"), "{e}");
+        assert!(e.contains("`speed` = 1e-12 is out of range") && e.contains("[0.01, 100]"), "{e}");
+        for (line, want) in [
+            ("[[event]]\nat_ms = nan\ndomain = \"d\"", "`at_ms` = NaN is out of range"),
+            ("weight = 0", "`weight` = 0 is out of range: must be an integer in [1, 65535]"),
+            ("cap = 4000000000", "`cap` = 4000000000 is out of range"),
+            ("[[event]]\nat_ms = -1\ndomain = \"d\"", "`at_ms` = -1 is out of range"),
+        ] {
+            let e = scenario_with(line).unwrap_err();
+            assert!(e.contains(want), "{line}: {e}");
+        }
+        let e = toml::from_str::<ScenarioSpec>("[stop]\nduration_s = 1e300\n[machine]\ncpus = []\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2") && e.contains("[0.000001, 10000000]"), "{e}");
+        let e = toml::from_str::<ScenarioSpec>("[machine]\ncpus = []\n[[domain]]\nname = \"d\"\nvcpus = 1000000000\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 5") && e.contains("`vcpus` = 1000000000") && e.contains("[1, 4096]"), "{e}");
     }
 
     #[test]
