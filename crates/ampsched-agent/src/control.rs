@@ -34,7 +34,7 @@
 use crate::actuate::{ActError, Actuator, DryRun, LinuxActuator, Remembering};
 use crate::config::{Target, TargetKind};
 use crate::discovery::Discovered;
-use crate::metrics::{label, MetricsServer};
+use crate::metrics::{Exposition, Kind, Labels, MetricsServer};
 use crate::procfs::{
     children, cmdline, list_pids, list_tids, parse_schedstat, parse_stat, parse_vcpu_thread_name, ProcFile, TaskDir,
 };
@@ -50,7 +50,6 @@ use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, TaskId};
 use ampsched_policy::{placer_by_name, AffinityChange, CpuSample, DomainSample, Placer, Snapshot, TaskSample, PLACERS};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
@@ -1275,16 +1274,14 @@ impl Agent {
     }
 
     fn render_metrics(&self) -> String {
-        let mut s = String::new();
-        let mut metric = |name: &str, kind: &str, help: &str, rows: Vec<(String, f64)>| {
-            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            for (labels, v) in rows {
-                let _ = writeln!(s, "{name}{labels} {v}");
-            }
+        let mut expo = Exposition::new();
+        let mut metric = |name: &str, kind: &str, help: &str, rows: Vec<(Labels, f64)>| {
+            expo.add(name, if kind == "counter" { Kind::Counter } else { Kind::Gauge }, help, rows)
         };
+        let l = |k: &str, v: String| (k.to_string(), v);
         let doms: Vec<&Domain> = self.domains.iter().collect();
-        let per = |f: &dyn Fn(&Domain) -> f64| -> Vec<(String, f64)> {
-            doms.iter().map(|d| (format!("{{target=\"{}\"}}", label(&d.name)), f(d))).collect()
+        let per = |f: &dyn Fn(&Domain) -> f64| -> Vec<(Labels, f64)> {
+            doms.iter().map(|d| (vec![l("target", d.name.clone())], f(d))).collect()
         };
         metric(
             "ampsched_fast_core_seconds_total",
@@ -1315,7 +1312,7 @@ impl Agent {
             "ampsched_machine_fast_idle_slow_busy_seconds_total",
             "counter",
             "Estimated time a fast CPU was idle while a slower CPU was busy (per period: min(fast idle, slow busy)).",
-            vec![(String::new(), self.fisb_machine_ns as f64 / 1e9)],
+            vec![(Vec::new(), self.fisb_machine_ns as f64 / 1e9)],
         );
         let last = self.stats.loop_wall_ns.last().copied().unwrap_or(0) as f64 / 1e9;
         let sum = self.stats.loop_wall_ns.iter().sum::<u64>() as f64 / 1e9;
@@ -1323,31 +1320,31 @@ impl Agent {
             "ampsched_loop_duration_seconds",
             "gauge",
             "Wall time of the last control-loop iteration.",
-            vec![(String::new(), last)],
+            vec![(Vec::new(), last)],
         );
         metric(
             "ampsched_loop_duration_seconds_sum",
             "counter",
             "Wall time of all control-loop iterations.",
-            vec![(String::new(), sum)],
+            vec![(Vec::new(), sum)],
         );
         metric(
             "ampsched_loop_cpu_seconds_total",
             "counter",
             "CPU time of the control loop.",
-            vec![(String::new(), self.stats.loop_cpu_ns.iter().sum::<u64>() as f64 / 1e9)],
+            vec![(Vec::new(), self.stats.loop_cpu_ns.iter().sum::<u64>() as f64 / 1e9)],
         );
         metric(
             "ampsched_periods_total",
             "counter",
             "Control periods run.",
-            vec![(String::new(), self.stats.periods as f64)],
+            vec![(Vec::new(), self.stats.periods as f64)],
         );
         metric(
             "ampsched_affinity_errors_total",
             "counter",
             "Affinity changes that failed, by reason.",
-            self.errors_by_kind.iter().map(|(k, v)| (format!("{{reason=\"{k}\"}}"), *v as f64)).collect(),
+            self.errors_by_kind.iter().map(|(k, v)| (vec![l("reason", k.to_string())], *v as f64)).collect(),
         );
         metric(
             "ampsched_cpu_effective_capacity",
@@ -1360,13 +1357,13 @@ impl Agent {
                 .map(|(i, c)| {
                     let share = self.last_cpu.get(i).map(|f| f.capacity_share()).unwrap_or(1.0);
                     (
-                        format!("{{cpu=\"{}\",class=\"{}\"}}", c.linux_id, label(&self.d.topo.classes[c.class].name)),
+                        vec![l("cpu", c.linux_id.to_string()), l("class", self.d.topo.classes[c.class].name.clone())],
                         c.capacity * share,
                     )
                 })
                 .collect(),
         );
-        s
+        expo.encode()
     }
 
     /// Put back every affinity the agent changed; remove the state file. Returns failures.

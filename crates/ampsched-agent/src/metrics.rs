@@ -151,6 +151,66 @@ async fn serve(l: std::net::TcpListener, text: Arc<Mutex<String>>) {
     }
 }
 
+/// The kind of a metric family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Only goes up; exposed with the `_total` suffix.
+    Counter,
+    /// Goes up and down.
+    Gauge,
+}
+
+/// Label pairs of one sample.
+pub type Labels = Vec<(String, String)>;
+
+/// One period's metrics, encoded in the OpenMetrics text format by the
+/// prometheus-client crate (escaping, `# HELP`/`# TYPE`, `_total`, `# EOF`).
+#[derive(Debug, Default)]
+pub struct Exposition {
+    reg: prometheus_client::registry::Registry,
+}
+
+impl Exposition {
+    /// An empty exposition.
+    pub fn new() -> Exposition {
+        Exposition::default()
+    }
+
+    /// Add a family: `name` (a counter's may end in `_total`, added back by the encoder),
+    /// one sentence of help, and one value per label set.
+    pub fn add(&mut self, name: &str, kind: Kind, help: &str, rows: Vec<(Labels, f64)>) {
+        use prometheus_client::metrics::family::Family;
+        use std::sync::atomic::AtomicU64;
+        // The encoder appends the period itself, and writes label values as given: escape them.
+        let help = help.trim_end_matches('.');
+        let rows = rows.into_iter().map(|(l, v)| (l.into_iter().map(|(k, x)| (k, label(&x))).collect::<Labels>(), v));
+        match kind {
+            Kind::Counter => {
+                let f = Family::<Labels, prometheus_client::metrics::counter::Counter<f64, AtomicU64>>::default();
+                for (l, v) in rows {
+                    f.get_or_create(&l).inc_by(v);
+                }
+                self.reg.register(name.strip_suffix("_total").unwrap_or(name), help, f);
+            }
+            Kind::Gauge => {
+                let f = Family::<Labels, prometheus_client::metrics::gauge::Gauge<f64, AtomicU64>>::default();
+                for (l, v) in rows {
+                    f.get_or_create(&l).set(v);
+                }
+                self.reg.register(name, help, f);
+            }
+        }
+    }
+
+    /// The text to serve.
+    pub fn encode(&self) -> String {
+        let mut s = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut s, &self.reg);
+        s
+    }
+}
+
 /// Escape a Prometheus label value.
 pub fn label(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
@@ -182,6 +242,20 @@ mod tests {
     }
 
     #[test]
+    fn exposition_is_openmetrics_text_from_prometheus_client() {
+        let mut e = Exposition::new();
+        let lab = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        e.add("ampsched_changes_total", Kind::Counter, "Changes made.", vec![(lab("target", "a\"b"), 3.0)]);
+        e.add("ampsched_threads", Kind::Gauge, "Threads.", vec![(lab("target", "x"), 2.0), (lab("target", "y"), 0.5)]);
+        let t = e.encode();
+        assert!(t.contains("# HELP ampsched_changes Changes made.\n# TYPE ampsched_changes counter\n"), "{t}");
+        // The label value's quote is escaped (prometheus-client writes values as given).
+        assert!(t.contains("ampsched_changes_total{target=\"a\\\"b\"} 3.0\n"), "{t}");
+        assert!(t.contains("ampsched_threads{target=\"y\"} 0.5\n"), "{t}");
+        assert!(t.ends_with("# EOF\n"), "{t}");
+    }
+
+    #[test]
     fn serves_the_published_text() {
         let s = MetricsServer::start("127.0.0.1:0").unwrap();
         s.publish("ampsched_up 1\n".into());
@@ -191,6 +265,12 @@ mod tests {
         assert!(out.ends_with("ampsched_up 1\n"), "{out}");
         let out = get(s.local_addr(), "/other");
         assert!(out.starts_with("HTTP/1.1 404"), "{out}");
+        // An HTTP/1.0 client (no Host, closes after the answer) gets an HTTP/1.0 answer.
+        let mut c = TcpStream::connect(s.local_addr()).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).unwrap();
+        assert!(out.starts_with("HTTP/1.0 200 OK") && out.ends_with("ampsched_up 1\n"), "{out}");
     }
 
     #[test]

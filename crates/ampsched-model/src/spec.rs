@@ -140,12 +140,13 @@ mod ranged {
     use serde::{Deserialize, Deserializer};
 
     macro_rules! ranged {
-        ($name:ident, $opt:ident, $t:ty, $check:ident, $field:expr, $lo:expr, $hi:expr, $what:expr) => {
+        (one $name:ident, $t:ty, $check:ident, $field:expr, $lo:expr, $hi:expr, $what:expr) => {
             pub fn $name<'de, D: Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
                 $check($field, <$t>::deserialize(d)?, $lo, $hi, $what).map_err(D::Error::custom)
             }
-            #[allow(dead_code)]
-            pub fn $opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<$t>, D::Error> {
+        };
+        (opt $name:ident, $t:ty, $check:ident, $field:expr, $lo:expr, $hi:expr, $what:expr) => {
+            pub fn $name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<$t>, D::Error> {
                 match Option::<$t>::deserialize(d)? {
                     Some(v) => $check($field, v, $lo, $hi, $what).map(Some).map_err(D::Error::custom),
                     None => Ok(None),
@@ -154,28 +155,28 @@ mod ranged {
         };
     }
 
-    ranged!(runs, runs_opt, u32, check_u32, "runs", 1, MAX_RUNS, "number of seeds");
-    ranged!(stats_ms, stats_ms_opt, f64, check_f64, "stats_interval_ms", MIN_STATS_MS, MAX_MS, "ms");
-    ranged!(duration_s, duration_s_opt, f64, check_f64, "duration_s", 1e-6, MAX_SIM_S, "simulated seconds");
-    ranged!(max_s, max_s_opt, f64, check_f64, "max_s", 1e-6, MAX_SIM_S, "simulated seconds");
-    ranged!(speed, speed_opt, f64, check_f64, "speed", SPEED.0, SPEED.1, "speed factor relative to 1.0");
-    ranged!(count, count_opt, u32, check_u32, "count", 1, MAX_CPUS, "CPUs in the group");
-    ranged!(mem_domain, mem_domain_opt, u32, check_u32, "mem_domain", 0, MAX_CPUS - 1, "memory domain id");
-    ranged!(numa, numa_opt, u32, check_u32, "numa", 0, MAX_CPUS - 1, "NUMA node id");
-    ranged!(mem_domain_size, mem_domain_size_opt, u32, check_u32, "mem_domain_size", 1, MAX_CPUS, "CPUs");
-    ranged!(fraction, fraction_opt, f64, check_f64, "fraction", 0.0, 0.999, "share of time taken by noise");
-    ranged!(fraction_on, fraction_on_opt, f64, check_f64, "fraction_on", 0.0, 1.0, "share of time");
-    ranged!(fraction_off, fraction_off_opt, f64, check_f64, "fraction_off", 0.0, 1.0, "share of time");
-    ranged!(on_ms, on_ms_opt, f64, check_f64, "on_ms", 1e-3, MAX_MS, "ms");
-    ranged!(off_ms, off_ms_opt, f64, check_f64, "off_ms", 1e-3, MAX_MS, "ms");
-    ranged!(l2_kb, l2_kb_opt, u32, check_u32, "l2_kb", 1, MAX_KB, "KiB");
-    ranged!(llc_kb, llc_kb_opt, u32, check_u32, "llc_kb", 1, MAX_KB, "KiB");
-    ranged!(llc_gbps, llc_gbps_opt, f64, check_f64, "llc_refill_gbps", GBPS.0, GBPS.1, "GB/s");
-    ranged!(dram_gbps, dram_gbps_opt, f64, check_f64, "dram_refill_gbps", GBPS.0, GBPS.1, "GB/s");
-    ranged!(vcpus, vcpus_opt, u32, check_u32, "vcpus", 1, MAX_VCPUS, "vCPUs of one domain, KVM_MAX_VCPUS");
-    ranged!(weight, weight_opt, u32, check_u32, "weight", WEIGHT.0, WEIGHT.1, "credit weight");
-    ranged!(cap, cap_opt, u32, check_u32, "cap", 0, MAX_CAP, "% of one CPU, 0 = none");
-    ranged!(at_ms, at_ms_opt, f64, check_f64, "at_ms", 0.0, MAX_MS, "ms of simulated time");
+    ranged!(opt runs_opt, u32, check_u32, "runs", 1, MAX_RUNS, "number of seeds");
+    ranged!(opt stats_ms_opt, f64, check_f64, "stats_interval_ms", MIN_STATS_MS, MAX_MS, "ms");
+    ranged!(opt duration_s_opt, f64, check_f64, "duration_s", 1e-6, MAX_SIM_S, "simulated seconds");
+    ranged!(opt max_s_opt, f64, check_f64, "max_s", 1e-6, MAX_SIM_S, "simulated seconds");
+    ranged!(one speed, f64, check_f64, "speed", SPEED.0, SPEED.1, "speed factor relative to 1.0");
+    ranged!(opt count_opt, u32, check_u32, "count", 1, MAX_CPUS, "CPUs in the group");
+    ranged!(opt mem_domain_opt, u32, check_u32, "mem_domain", 0, MAX_CPUS - 1, "memory domain id");
+    ranged!(opt numa_opt, u32, check_u32, "numa", 0, MAX_CPUS - 1, "NUMA node id");
+    ranged!(opt mem_domain_size_opt, u32, check_u32, "mem_domain_size", 1, MAX_CPUS, "CPUs");
+    ranged!(opt fraction_opt, f64, check_f64, "fraction", 0.0, 0.999, "share of time taken by noise");
+    ranged!(opt fraction_on_opt, f64, check_f64, "fraction_on", 0.0, 1.0, "share of time");
+    ranged!(opt fraction_off_opt, f64, check_f64, "fraction_off", 0.0, 1.0, "share of time");
+    ranged!(opt on_ms_opt, f64, check_f64, "on_ms", 1e-3, MAX_MS, "ms");
+    ranged!(opt off_ms_opt, f64, check_f64, "off_ms", 1e-3, MAX_MS, "ms");
+    ranged!(opt l2_kb_opt, u32, check_u32, "l2_kb", 1, MAX_KB, "KiB");
+    ranged!(opt llc_kb_opt, u32, check_u32, "llc_kb", 1, MAX_KB, "KiB");
+    ranged!(opt llc_gbps_opt, f64, check_f64, "llc_refill_gbps", GBPS.0, GBPS.1, "GB/s");
+    ranged!(opt dram_gbps_opt, f64, check_f64, "dram_refill_gbps", GBPS.0, GBPS.1, "GB/s");
+    ranged!(one vcpus, u32, check_u32, "vcpus", 1, MAX_VCPUS, "vCPUs of one domain, KVM_MAX_VCPUS");
+    ranged!(opt weight_opt, u32, check_u32, "weight", WEIGHT.0, WEIGHT.1, "credit weight");
+    ranged!(opt cap_opt, u32, check_u32, "cap", 0, MAX_CAP, "% of one CPU, 0 = none");
+    ranged!(one at_ms, f64, check_f64, "at_ms", 0.0, MAX_MS, "ms of simulated time");
 }
 
 /// A whole scenario file.
