@@ -9,11 +9,12 @@
 # executions per target) are a command, see docs/security.md.
 set -euo pipefail
 cd "$(dirname "$0")"
+self="$(pwd)/run.sh"
 target=${1:?usage: fuzz/run.sh TARGET SECONDS}
 secs=${2:?usage: fuzz/run.sh TARGET SECONDS}
 shift 2
 if [ "$target" = all ]; then
-  for t in scenario rtapp agent_config qmp_reply; do "$0" "$t" "$secs" "$@"; done
+  for t in scenario rtapp agent_config qmp_reply; do "$self" "$t" "$secs" "$@"; done
   exit 0
 fi
 repo=..

@@ -1324,7 +1324,7 @@ impl Agent {
         );
         metric(
             "ampsched_loop_duration_seconds_sum",
-            "counter",
+            "gauge",
             "Wall time of all control-loop iterations.",
             vec![(Vec::new(), sum)],
         );

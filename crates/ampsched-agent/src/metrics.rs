@@ -154,7 +154,7 @@ async fn serve(l: std::net::TcpListener, text: Arc<Mutex<String>>) {
 /// The kind of a metric family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// Only goes up; exposed with the `_total` suffix.
+    /// Only goes up; exposed with the `_total` suffix (its name must end in `_total`).
     Counter,
     /// Goes up and down.
     Gauge,
@@ -184,6 +184,25 @@ impl Exposition {
         // The encoder appends the period itself, and writes label values as given: escape them.
         let help = help.trim_end_matches('.');
         let rows = rows.into_iter().map(|(l, v)| (l.into_iter().map(|(k, x)| (k, label(&x))).collect::<Labels>(), v));
+        let rows: Vec<(Labels, f64)> = rows.collect();
+        if let [(l, v)] = rows.as_slice() {
+            if l.is_empty() {
+                // A single unlabelled value: a plain metric (no `{}` after the name).
+                match kind {
+                    Kind::Counter => {
+                        let c = prometheus_client::metrics::counter::Counter::<f64, AtomicU64>::default();
+                        c.inc_by(*v);
+                        self.reg.register(name.strip_suffix("_total").unwrap_or(name), help, c);
+                    }
+                    Kind::Gauge => {
+                        let g = prometheus_client::metrics::gauge::Gauge::<f64, AtomicU64>::default();
+                        g.set(*v);
+                        self.reg.register(name, help, g);
+                    }
+                }
+                return;
+            }
+        }
         match kind {
             Kind::Counter => {
                 let f = Family::<Labels, prometheus_client::metrics::counter::Counter<f64, AtomicU64>>::default();
@@ -247,11 +266,13 @@ mod tests {
         let lab = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
         e.add("ampsched_changes_total", Kind::Counter, "Changes made.", vec![(lab("target", "a\"b"), 3.0)]);
         e.add("ampsched_threads", Kind::Gauge, "Threads.", vec![(lab("target", "x"), 2.0), (lab("target", "y"), 0.5)]);
+        e.add("ampsched_periods_total", Kind::Counter, "Periods.", vec![(Vec::new(), 7.0)]);
         let t = e.encode();
         assert!(t.contains("# HELP ampsched_changes Changes made.\n# TYPE ampsched_changes counter\n"), "{t}");
         // The label value's quote is escaped (prometheus-client writes values as given).
         assert!(t.contains("ampsched_changes_total{target=\"a\\\"b\"} 3.0\n"), "{t}");
         assert!(t.contains("ampsched_threads{target=\"y\"} 0.5\n"), "{t}");
+        assert!(t.contains("\nampsched_periods_total 7.0\n"), "{t}");
         assert!(t.ends_with("# EOF\n"), "{t}");
     }
 

@@ -624,7 +624,9 @@ fn a_denied_change_is_logged_and_skipped_never_fatal() {
     // The agent runs as `nobody` against a root-owned 3-thread spinner: every change is EPERM.
     let d = tempfile::tempdir().unwrap();
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    // World-writable and sticky, like /tmp: the agent refuses a state directory others may
+    // write to unless it is sticky (docs/security.md).
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
     let (target, _by) = spinners();
     let original = affinities(target.pid());
     let cfg = d.path().join("pid.toml");
