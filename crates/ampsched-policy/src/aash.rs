@@ -236,8 +236,7 @@ impl Aash {
     }
 
     fn runnable(&self, t: TaskId) -> bool {
-        let vc = &self.cr.vc[t.idx()];
-        vc.runnable && !vc.parked
+        self.cr.is_runnable(t) && !self.cr.is_parked(t)
     }
 
     /// Where `t` is: the CPU running it, or whose queue holds it.
@@ -245,7 +244,7 @@ impl Aash {
         if let Some(c) = v.curr.iter().position(|x| *x == Some(t)) {
             return Some(CpuId(c as u32));
         }
-        self.cr.vc[t.idx()].on_runq.then_some(self.cr.vc[t.idx()].cpu)
+        self.cr.is_queued(t).then_some(self.cr.cpu_of(t))
     }
 
     /// Charge fast credits for time run on a fast CPU.
@@ -260,8 +259,8 @@ impl Aash {
     /// An idle fast CPU in `aff` that nobody is heading to, `pref` first.
     fn idle_fast_cpu(&self, v: &SysView, aff: CpuSet, pref: CpuId) -> Option<CpuId> {
         let mut cand = CpuSet::new();
-        for c in self.fast.and(&aff).and(&self.cr.idlers).iter() {
-            if v.curr[c.idx()].is_none() && self.cr.runq[c.idx()].is_empty() && self.incoming[c.idx()].is_none() {
+        for c in self.fast.and(&aff).and(&self.cr.idlers()).iter() {
+            if v.curr[c.idx()].is_none() && self.cr.runq(c).is_empty() && self.incoming[c.idx()].is_none() {
                 cand.insert(c);
             }
         }
@@ -279,17 +278,13 @@ impl Aash {
 
     /// Move queued `t` to `c`'s runqueue.
     fn requeue(&mut self, t: TaskId, c: CpuId) {
-        if self.cr.vc[t.idx()].cpu != c {
-            self.cr.runq_remove(t);
-            self.cr.vc[t.idx()].cpu = c;
-            self.cr.runq_insert(t);
-        }
+        self.cr.move_queued(t, c);
     }
 
     /// `t` leaves fast CPU `c`, `w` comes from its slow CPU to `c`; they swap.
     fn swap(&mut self, v: &SysView, t: TaskId, c: CpuId, w: TaskId, fx: &mut Effects) {
         self.stats.swaps += 1;
-        let s = self.cpu_of(v, w).unwrap_or(self.cr.vc[w.idx()].cpu);
+        let s = self.cpu_of(v, w).unwrap_or(self.cr.cpu_of(w));
         self.borrowed[t.idx()] = false;
         self.borrowed[w.idx()] = false;
         self.refresh(v, t);
@@ -298,7 +293,7 @@ impl Aash {
             self.cr.set_migrate_to(w, Some(c));
             self.moving[w.idx()] = Some(c);
             fx.resched(s);
-        } else if self.cr.vc[w.idx()].on_runq {
+        } else if self.cr.is_queued(w) {
             self.requeue(w, c);
         }
         self.incoming[c.idx()] = Some(w);
@@ -307,7 +302,7 @@ impl Aash {
         if v.curr[c.idx()] == Some(t) {
             self.cr.set_migrate_to(t, Some(dest));
             self.moving[t.idx()] = Some(dest);
-        } else if self.cr.vc[t.idx()].on_runq {
+        } else if self.cr.is_queued(t) {
             self.requeue(t, dest);
             through!(self, eff, v, |ev| self.cr.tickle(&ev, t, fx));
         }
@@ -361,13 +356,13 @@ impl Aash {
             if self.granted[u.idx()] || self.incoming[c.idx()].is_some() || self.moving[u.idx()].is_some() {
                 continue;
             }
-            let g = self.cr.runq[c.idx()].iter().copied().find(|g| self.granted[g.idx()]).or_else(|| {
+            let g = self.cr.runq(c).iter().copied().find(|g| self.granted[g.idx()]).or_else(|| {
                 self.order.iter().copied().find(|&g| {
                     self.granted[g.idx()]
-                        && self.cr.vc[g.idx()].on_runq
+                        && self.cr.is_queued(g)
                         && self.moving[g.idx()].is_none()
                         && v.tasks[g.idx()].affinity.contains(c)
-                        && !self.fast.contains(self.cr.vc[g.idx()].cpu)
+                        && !self.fast.contains(self.cr.cpu_of(g))
                 })
             });
             if let Some(g) = g {
@@ -385,9 +380,9 @@ impl Aash {
         for &c in &fast {
             let ci = c.idx();
             if v.curr[ci].is_some()
-                || !self.cr.runq[ci].is_empty()
+                || !self.cr.runq(c).is_empty()
                 || self.incoming[ci].is_some()
-                || !self.cr.idlers.contains(c)
+                || !self.cr.idlers().contains(c)
             {
                 continue;
             }
@@ -398,10 +393,10 @@ impl Aash {
                 if p == ci || v.curr[p].is_none() {
                     continue;
                 }
-                for &t in &self.cr.runq[p] {
+                for &t in self.cr.runq(CpuId(p as u32)) {
                     if self.wide[t.idx()].affinity.contains(c)
                         && self.moving[t.idx()].is_none()
-                        && !self.cr.vc[t.idx()].parked
+                        && !self.cr.is_parked(t)
                         && !self.incoming.contains(&Some(t))
                     {
                         let key = (self.fast.contains(CpuId(p as u32)), self.rank[t.idx()], t);
@@ -458,7 +453,7 @@ impl Aash {
     /// credit how much).
     fn steal(&mut self, v: &SysView, cpu: CpuId, pri: i8, own_queue_empty: bool) -> Option<TaskId> {
         let is_fast = self.fast.contains(cpu);
-        let fast_idle = !self.fast.and(&self.cr.idlers).is_empty();
+        let fast_idle = !self.fast.and(&self.cr.idlers()).is_empty();
         let mut peers: Vec<CpuId> = Vec::new();
         let mut add = |set: &CpuSet| {
             let mut p = cpu;
@@ -476,7 +471,7 @@ impl Aash {
         }
         let wide = is_fast && self.sw.fast_never_idle && own_queue_empty;
         for peer in peers {
-            if self.cr.nr_runnable[peer.idx()] <= 1 {
+            if self.cr.nr_runnable(peer) <= 1 {
                 continue;
             }
             let got = if wide {
@@ -600,7 +595,7 @@ impl Aash {
         debug_assert!(self.granted.iter().filter(|g| **g).count() <= self.n_fast(), "more grants than fast CPUs");
         if self.sw.fast_never_idle && next.is_none() && self.fast.contains(cpu) && self.incoming[cpu.idx()].is_none() {
             // Fast never idle: nothing queued anywhere that could run here.
-            for (p, q) in self.cr.runq.iter().enumerate() {
+            for (p, q) in (0..v.topo.ncpus()).map(|p| (p, self.cr.runq(CpuId(p as u32)))) {
                 if p == cpu.idx() || v.curr[p].is_none() {
                     continue;
                 }
@@ -719,13 +714,12 @@ impl Dispatcher for Aash {
 
     fn wake(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
         let i = t.idx();
-        let cr_vc = &self.cr.vc[i];
-        let fresh = !cr_vc.on_runq && !v.curr.contains(&Some(t)) && !cr_vc.parked;
+        let fresh = !self.cr.is_queued(t) && !v.curr.contains(&Some(t)) && !self.cr.is_parked(t);
         if fresh && self.sw.fast_never_idle && !self.granted[i] && self.may_fast[i] {
-            if let Some(c) = self.idle_fast_cpu(v, v.tasks[i].affinity, self.cr.vc[i].cpu) {
+            if let Some(c) = self.idle_fast_cpu(v, v.tasks[i].affinity, self.cr.cpu_of(t)) {
                 self.borrowed[i] = true;
                 self.refresh(v, t);
-                self.cr.vc[i].cpu = c;
+                self.cr.place(t, c);
             }
         }
         through!(self, eff, v, |ev| self.cr.wake(&ev, t, fx));
@@ -784,11 +778,11 @@ impl Dispatcher for Aash {
             self.burn_fast(p, now);
             self.fast_since[pi] = None;
             // Ratelimit, as credit, unless AASH moves p or wants the CPU for a granted vCPU.
-            let rl = self.cr.p.ratelimit;
+            let rl = self.cr.params().ratelimit;
             let runtime = now.saturating_sub(self.cr.run_since(p));
             if rl.0 > 0
                 && prev_runnable
-                && !self.cr.vc[pi].parked
+                && !self.cr.is_parked(p)
                 && self.moving[pi].is_none()
                 && self.eff[pi].affinity.contains(cpu)
                 && self.incoming[ci].is_none()
@@ -803,7 +797,7 @@ impl Dispatcher for Aash {
                 if !prev_runnable && self.incoming[dest.idx()] == Some(p) {
                     // It blocked before moving: free the reservation.
                     self.incoming[dest.idx()] = None;
-                    if v.curr[dest.idx()].is_none() && self.cr.runq[dest.idx()].is_empty() && dest != cpu {
+                    if v.curr[dest.idx()].is_none() && self.cr.runq(dest).is_empty() && dest != cpu {
                         self.cr.set_idle(dest, true);
                     }
                 }
@@ -816,14 +810,14 @@ impl Dispatcher for Aash {
         }
         let mut next = None;
         if let Some(w) = self.incoming[ci].take() {
-            if self.cr.vc[w.idx()].on_runq && self.cr.vc[w.idx()].cpu == cpu {
+            if self.cr.is_queued(w) && self.cr.cpu_of(w) == cpu {
                 self.cr.take_to_run(w);
                 next = Some(w);
             }
         }
         if next.is_none() {
             let head = self.cr.runq_head(cpu);
-            let head_pri = head.map(|t| self.cr.vc[t.idx()].pri).unwrap_or(PRI_IDLE);
+            let head_pri = head.map(|t| self.cr.pri_of(t)).unwrap_or(PRI_IDLE);
             next = if head_pri > PRI_OVER {
                 self.cr.take_to_run(head.expect("head"));
                 head

@@ -26,7 +26,7 @@
 //! waiting are raised again right after it, so a raise lasts until the
 //! sibling runs. Units: ns.
 
-use crate::cosched::{active_siblings, set_pri, CoBase, CoCore, Scheme};
+use crate::cosched::{active_siblings, CoBase, CoCore, Scheme};
 use crate::credit::PRI_COS;
 use crate::dispatcher::{Effects, Pick, SysView};
 use ampsched_model::{CpuId, DomainId, TaskId};
@@ -58,7 +58,7 @@ impl Scheme for Bcs {
         let p = b.pick_next(v, cpu, prev, prev_runnable, fx);
         let Some(x) = p.task else { return p };
         if let Some(pri) = self.saved[x.idx()].take() {
-            set_pri(b.cr_mut(), x, pri);
+            b.cr_mut().set_pri(x, pri);
             return p;
         }
         if !core.is_con(v, x) {
@@ -71,11 +71,11 @@ impl Scheme for Bcs {
                 continue;
             }
             let cr = b.cr_mut();
-            self.saved[y.idx()] = Some(cr.vc[y.idx()].pri);
-            if cr.vc[y.idx()].on_runq {
+            self.saved[y.idx()] = Some(cr.pri_of(y));
+            if cr.is_queued(y) {
                 core.want(y, v.now);
             }
-            set_pri(cr, y, PRI_COS);
+            cr.set_pri(y, PRI_COS);
             n += 1;
         }
         if n > 0 {
@@ -91,9 +91,9 @@ impl Scheme for Bcs {
             if self.saved[i].is_some() {
                 let cr = b.cr_mut();
                 let t = TaskId(i as u32);
-                if cr.vc[i].pri != PRI_COS {
-                    self.saved[i] = Some(cr.vc[i].pri);
-                    set_pri(cr, t, PRI_COS);
+                if cr.pri_of(t) != PRI_COS {
+                    self.saved[i] = Some(cr.pri_of(t));
+                    cr.set_pri(t, PRI_COS);
                 }
             }
         }
@@ -102,7 +102,7 @@ impl Scheme for Bcs {
     fn became_hit<B: CoBase>(&mut self, core: &mut CoCore, b: &mut B, v: &SysView, d: DomainId) {
         for &t in &v.domains[d.idx()].tasks {
             if let Some(pri) = self.saved[t.idx()].take() {
-                set_pri(b.cr_mut(), t, pri);
+                b.cr_mut().set_pri(t, pri);
                 core.want[t.idx()] = None;
             }
         }
@@ -141,15 +141,15 @@ mod tests {
         d.init(&w.view(Nanos::ZERO));
         // Scatter: t0 → CPU 0, t1 → CPU 1. HIT t2 runs on CPU 1; t3 and then t1 queue there.
         let now = Nanos::ZERO;
-        d.base.vc[2].cpu = CpuId(1);
-        d.base.vc[3].cpu = CpuId(1);
+        d.base.place(TaskId(2), CpuId(1));
+        d.base.place(TaskId(3), CpuId(1));
         d.wake(&w.view(now), TaskId(2), &mut Effects::default());
         let p = d.pick_next(&w.view(now), CpuId(1), None, false, &mut Effects::default());
         assert_eq!(p.task, Some(TaskId(2)));
         w.curr[1] = p.task;
         d.wake(&w.view(now), TaskId(3), &mut Effects::default());
         d.wake(&w.view(now), TaskId(1), &mut Effects::default());
-        assert_eq!(d.base.runq[1], vec![TaskId(3), TaskId(1)]);
+        assert_eq!(d.base.runq(CpuId(1)), [TaskId(3), TaskId(1)]);
         // t0 wakes on CPU 0 and is picked at 2 ms: t1 is raised to COS, ahead of t3,
         // and nobody is asked to reschedule.
         let t0 = Nanos::from_ms(2);
@@ -159,17 +159,17 @@ mod tests {
         assert_eq!(p.task, Some(TaskId(0)));
         w.curr[0] = p.task;
         assert!(fx.resched.is_empty());
-        assert_eq!(d.base.vc[1].pri, PRI_COS);
-        assert_eq!(d.base.runq[1], vec![TaskId(1), TaskId(3)]);
+        assert_eq!(d.base.pri_of(TaskId(1)), PRI_COS);
+        assert_eq!(d.base.runq(CpuId(1)), [TaskId(1), TaskId(3)]);
         // CPU 1's slice ends at 30 ms: t1 (COS) wins, and leaves COS for the BOOST it had.
         let t1 = Nanos::from_ms(30);
         let p = d.pick_next(&w.view(t1), CpuId(1), Some(TaskId(2)), true, &mut Effects::default());
         assert_eq!(p.task, Some(TaskId(1)));
-        assert_eq!(d.base.vc[1].pri, PRI_BOOST);
+        assert_eq!(d.base.pri_of(TaskId(1)), PRI_BOOST);
         assert!(d.scheme.saved[1].is_none());
         // Its start lagged t0's by 30 − 2 = 28 ms.
         assert_eq!(d.core.skew, vec![28_000_000]);
-        assert_ne!(d.base.vc[2].pri, PRI_COS);
-        assert!(d.base.vc[2].pri >= PRI_UNDER);
+        assert_ne!(d.base.pri_of(TaskId(2)), PRI_COS);
+        assert!(d.base.pri_of(TaskId(2)) >= PRI_UNDER);
     }
 }

@@ -143,8 +143,8 @@ mod tests {
         }
         // t0 has overspent (OVER); HIT t2 wakes on CPU 0 with BOOST and wins
         // CPU 0's next pick at 31 ms: t0 is descheduled while runnable.
-        d.base.vc[0].pri = PRI_OVER;
-        d.base.vc[2].cpu = CpuId(0);
+        d.base.set_pri(TaskId(0), PRI_OVER);
+        d.base.place(TaskId(2), CpuId(0));
         let later = Nanos::from_ms(31);
         d.wake(&w.view(later), TaskId(2), &mut Effects::default());
         let mut fx = Effects::default();
@@ -158,7 +158,7 @@ mod tests {
         // CPU 1 answers: nothing but t1 could run there, so it idles with t1 queued.
         let p = d.pick_next(&w.view(later), CpuId(1), Some(TaskId(1)), true, &mut Effects::default());
         assert_eq!(p.task, None);
-        assert_eq!(d.base.runq[1], vec![TaskId(1)]);
-        assert_eq!(d.base.runq[0], vec![TaskId(0)]);
+        assert_eq!(d.base.runq(CpuId(1)), [TaskId(1)]);
+        assert_eq!(d.base.runq(CpuId(0)), [TaskId(0)]);
     }
 }

@@ -179,7 +179,7 @@ impl CoCore {
         for p in 0..self.held.len() {
             if self.held[p].is_some() && v.now.saturating_sub(self.held_since[p]) >= slot {
                 self.held[p] = None;
-                if v.curr[p].is_none() && !b.cr().runq[p].is_empty() {
+                if v.curr[p].is_none() && !b.cr().runq(CpuId(p as u32)).is_empty() {
                     fx.resched(CpuId(p as u32));
                 }
             }
@@ -216,25 +216,10 @@ impl CoCore {
             }
             self.held[p] = None;
             let idle = if p == cpu.idx() { pick.task.is_none() } else { v.curr[p].is_none() };
-            if idle && !b.cr().runq[p].is_empty() {
+            if idle && !b.cr().runq(CpuId(p as u32)).is_empty() {
                 fx.resched(CpuId(p as u32));
             }
         }
-    }
-}
-
-/// Set `t`'s priority, keeping its runqueue ordered if it is queued.
-pub fn set_pri(cr: &mut Credit, t: TaskId, pri: i8) {
-    if cr.vc[t.idx()].pri == pri {
-        return;
-    }
-    let queued = cr.vc[t.idx()].on_runq;
-    if queued {
-        cr.take_to_run(t);
-    }
-    cr.vc[t.idx()].pri = pri;
-    if queued {
-        cr.runq_insert_raw(t);
     }
 }
 
@@ -242,10 +227,10 @@ pub fn set_pri(cr: &mut Credit, t: TaskId, pri: i8) {
 pub fn ratelimit_keeps<B: CoBase>(b: &B, v: &SysView, cpu: CpuId, prev: Option<TaskId>, prev_runnable: bool) -> bool {
     let Some(p) = prev else { return false };
     let cr = b.cr();
-    let rl = cr.p.ratelimit;
+    let rl = cr.params().ratelimit;
     rl.0 > 0
         && prev_runnable
-        && !cr.vc[p.idx()].parked
+        && !cr.is_parked(p)
         && v.tasks[p.idx()].affinity.contains(cpu)
         && v.now.saturating_sub(cr.run_since(p)) < rl
 }
@@ -254,8 +239,8 @@ pub fn ratelimit_keeps<B: CoBase>(b: &B, v: &SysView, cpu: CpuId, prev: Option<T
 /// runqueue (it stays counted as runnable there).
 pub fn unpick<B: CoBase>(b: &mut B, cpu: CpuId, t: TaskId) {
     let cr = b.cr_mut();
-    debug_assert_eq!(cr.vc[t.idx()].cpu, cpu, "{t} unpicked from a CPU it is not on");
-    cr.runq_insert_raw(t);
+    debug_assert_eq!(cr.cpu_of(t), cpu, "{t} unpicked from a CPU it is not on");
+    cr.unpick(t);
 }
 
 /// A view equal to `v` but with `cpu` idle (for a second pick at the same instant).
@@ -267,12 +252,12 @@ fn with_idle<'a>(v: &SysView<'a>, curr: &'a [Option<TaskId>]) -> SysView<'a> {
 /// to `COS` at the head of the queue, let the base pick, restore. Returns the
 /// base's pick (normally `t`).
 fn run_queued<B: CoBase>(b: &mut B, v: &SysView, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Pick {
-    let pri = b.cr().vc[t.idx()].pri;
-    set_pri(b.cr_mut(), t, PRI_COS);
+    let pri = b.cr().pri_of(t);
+    b.cr_mut().set_pri(t, PRI_COS);
     let mut curr = v.curr.to_vec();
     curr[cpu.idx()] = None;
     let pick = b.pick_next(&with_idle(v, &curr), cpu, None, false, fx);
-    set_pri(b.cr_mut(), t, pri);
+    b.cr_mut().set_pri(t, pri);
     pick
 }
 
@@ -311,20 +296,20 @@ pub fn forced_pick<B: CoBase>(
     // Candidates: the queue with prev put back (before the first strictly lower priority).
     let target = {
         let cr = b.cr();
-        let mut order: Vec<TaskId> = cr.runq[cpu.idx()].clone();
-        if let Some(p) = prev.filter(|p| prev_runnable && !cr.vc[p.idx()].parked) {
-            let pri = cr.vc[p.idx()].pri;
-            let pos = order.iter().position(|o| pri > cr.vc[o.idx()].pri).unwrap_or(order.len());
+        let mut order: Vec<TaskId> = cr.runq(cpu).to_vec();
+        if let Some(p) = prev.filter(|&p| prev_runnable && !cr.is_parked(p)) {
+            let pri = cr.pri_of(p);
+            let pos = order.iter().position(|&o| pri > cr.pri_of(o)).unwrap_or(order.len());
             order.insert(pos, p);
         }
         order.iter().copied().find(|&t| want(t)).or_else(|| order.iter().copied().find(|&t| fallback(t)))
     };
     match target {
         Some(t) => {
-            let pri = b.cr().vc[t.idx()].pri;
-            set_pri(b.cr_mut(), t, PRI_COS);
+            let pri = b.cr().pri_of(t);
+            b.cr_mut().set_pri(t, PRI_COS);
             let pick = b.pick_next(v, cpu, prev, prev_runnable, fx);
-            set_pri(b.cr_mut(), t, pri);
+            b.cr_mut().set_pri(t, pri);
             if pick.task != Some(t) {
                 core.stats.fallbacks += 1;
             }
@@ -355,7 +340,7 @@ fn repick<B: CoBase>(
         return pick;
     }
     unpick(b, cpu, x);
-    let q = &b.cr().runq[cpu.idx()];
+    let q = &b.cr().runq(cpu);
     let target = q.iter().copied().find(|&t| want(t)).or_else(|| q.iter().copied().find(|&t| fallback(t)));
     if let Some(t) = target {
         return run_queued(b, v, cpu, t, fx);
@@ -394,24 +379,19 @@ pub fn replace<B: CoBase>(b: &mut B, v: &SysView, cpu: CpuId, x: TaskId, h: Task
 
 /// The first vCPU queued on `cpu` for which `f` holds.
 pub fn first_queued<B: CoBase>(b: &B, cpu: CpuId, f: impl Fn(TaskId) -> bool) -> Option<TaskId> {
-    b.cr().runq[cpu.idx()].iter().copied().find(|&t| f(t))
+    b.cr().runq(cpu).iter().copied().find(|&t| f(t))
 }
 
 /// vCPUs of domain `d` waiting in a runqueue (runnable, not running), except `but`.
 pub fn queued_siblings<B: CoBase>(b: &B, v: &SysView, d: DomainId, but: TaskId) -> Vec<TaskId> {
-    v.domains[d.idx()].tasks.iter().copied().filter(|&t| t != but && b.cr().vc[t.idx()].on_runq).collect()
+    v.domains[d.idx()].tasks.iter().copied().filter(|&t| t != but && b.cr().is_queued(t)).collect()
 }
 
 /// vCPUs of domain `d` that are active — waiting in a runqueue, or running on
 /// a CPU other than `cpu` (which is picking now) — except `but`.
 pub fn active_siblings<B: CoBase>(b: &B, v: &SysView, d: DomainId, but: TaskId, cpu: CpuId) -> Vec<TaskId> {
     let running = |t: TaskId| v.curr.iter().enumerate().any(|(c, x)| c != cpu.idx() && *x == Some(t));
-    v.domains[d.idx()]
-        .tasks
-        .iter()
-        .copied()
-        .filter(|&t| t != but && (b.cr().vc[t.idx()].on_runq || running(t)))
-        .collect()
+    v.domains[d.idx()].tasks.iter().copied().filter(|&t| t != but && (b.cr().is_queued(t) || running(t))).collect()
 }
 
 /// Scatter domain `d`'s vCPUs (see the module docs).
@@ -421,7 +401,7 @@ pub fn scatter<B: CoBase>(core: &mut CoCore, b: &mut B, v: &SysView, d: DomainId
     let mut con = vec![0u32; n];
     for (i, tv) in v.tasks.iter().enumerate() {
         if tv.domain != d && v.domains[tv.domain.idx()].cosched == CoschedType::Con {
-            con[b.cr().vc[i].cpu.idx()] += 1;
+            con[b.cr().cpu_of(TaskId(i as u32)).idx()] += 1;
         }
     }
     core.placed.clear();
@@ -444,15 +424,13 @@ fn move_to<B: CoBase>(b: &mut B, v: &SysView, t: TaskId, cpu: CpuId, fx: &mut Ef
             cr.set_migrate_to(t, Some(cpu));
             fx.resched(CpuId(q as u32));
         }
-    } else if cr.vc[t.idx()].on_runq {
-        if cr.vc[t.idx()].cpu != cpu {
-            cr.runq_remove(t);
-            cr.vc[t.idx()].cpu = cpu;
-            cr.runq_insert(t);
+    } else if cr.is_queued(t) {
+        if cr.cpu_of(t) != cpu {
+            cr.move_queued(t, cpu);
             cr.tickle(v, t, fx);
         }
     } else {
-        cr.vc[t.idx()].cpu = cpu;
+        cr.place(t, cpu);
     }
 }
 
@@ -542,14 +520,14 @@ impl<S: Scheme, B: CoBase> Dispatcher for CoSched<S, B> {
 
     fn tick(&mut self, v: &SysView, cpu: CpuId, fx: &mut Effects) {
         self.base.tick(v, cpu, fx);
-        let slot = self.base.cr().p.tslice;
+        let slot = self.base.cr().params().tslice;
         self.core.expire_holds(&self.base, v, slot, fx);
     }
 
     fn account(&mut self, v: &SysView, fx: &mut Effects) {
         self.base.account(v, fx);
         self.scheme.after_account(&mut self.core, &mut self.base, v);
-        let slot = self.base.cr().p.tslice;
+        let slot = self.base.cr().params().tslice;
         self.core.expire_holds(&self.base, v, slot, fx);
     }
 

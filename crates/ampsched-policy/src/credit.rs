@@ -30,9 +30,24 @@
 //!   whatever its credit; ratelimit (1 ms) keeps a vCPU that ran less than
 //!   that (`xen40`: no ratelimit).
 //!
-//! Invariants (debug-asserted): a vCPU is on at most one runqueue and never
-//! queued while running; `nr_runnable[c]` = queued + running on `c`; the
-//! credit total of an accounting period is what the pool hands out.
+//! Invariants (debug-asserted after every pick, [`Credit::invariant_violation`]):
+//! a vCPU is on at most one runqueue, on its own pCPU's, and never queued
+//! while running or parked; `nr_runnable[c]` = queued + running on `c`; no
+//! queued vCPU is above its queue's priority bound; each domain's active
+//! count, the active-domain list and the total weight agree with the vCPUs
+//! on the active list. **Credit conservation** (after every accounting,
+//! [`AcctAudit::conserved`]): the active vCPUs receive at most the pool plus
+//! last period's deficit, up to rounding (one credit per domain for its fair
+//! share and its surplus, one per vCPU for the per-vCPU split), and all of it
+//! when no domain is limited by its peak or cap; afterwards every active
+//! vCPU's credit is within ±300 (one slice). A property test drives random
+//! event sequences (wake, block, tick, accounting, reschedule, time) through
+//! both profiles and checks all of these after every event.
+//!
+//! State is private: AASH and the co-schedulers use the narrow interface
+//! below ("credit of", "set priority", "move between queues", "place",
+//! "take to run" / "unpick"), each of which keeps the runqueues, counts and
+//! bounds consistent, so the invariants are held by this file alone.
 //!
 //! Departure from the source, on purpose: the current Xen `burn_credits`
 //! both advances `start_time` by the credited time and keeps a residual, so
@@ -150,11 +165,12 @@ impl CreditParams {
     }
 }
 
-/// Per-vCPU scheduler state (Xen `struct csched_unit`).
+/// Per-vCPU scheduler state (Xen `struct csched_unit`). Private: other
+/// policies read and change it only through [`Credit`]'s methods.
 #[derive(Clone, Debug)]
-pub struct Vcpu {
+struct Vcpu {
     /// Credit balance.
-    pub credit: i32,
+    credit: i32,
     residual: u64,
     /// Charged up to here while running.
     start: Nanos,
@@ -163,17 +179,17 @@ pub struct Vcpu {
     /// When it last stopped running (for the cache-hot check).
     last_sched: Nanos,
     /// Priority (PRI_*).
-    pub pri: i8,
+    pri: i8,
     /// Parked: over its cap, not runnable until credit ≥ 0.
-    pub parked: bool,
+    parked: bool,
     /// On its domain's active list.
-    pub active: bool,
+    active: bool,
     /// On a runqueue.
-    pub on_runq: bool,
+    on_runq: bool,
     /// Runnable as far as the scheduler knows.
-    pub runnable: bool,
+    runnable: bool,
     /// Its pCPU (runqueue it is or will be on).
-    pub cpu: CpuId,
+    cpu: CpuId,
     /// A better pCPU chosen at tick: move there at the next deschedule.
     migrate_to: Option<CpuId>,
 }
@@ -194,20 +210,20 @@ pub struct CreditStats {
 /// The credit scheduler's state (Xen `struct csched_private` and friends).
 pub struct Credit {
     /// Tunables.
-    pub p: CreditParams,
+    p: CreditParams,
     name: &'static str,
     credits_per_tslice: i32,
     /// Per task.
-    pub vc: Vec<Vcpu>,
+    vc: Vec<Vcpu>,
     dom_active: Vec<u32>,
     dom_weight: Vec<u32>,
     dom_cap: Vec<u32>,
     dom_listed: Vec<bool>,
     active_doms: Vec<DomainId>,
     /// Per CPU: queued vCPUs, highest priority first.
-    pub runq: Vec<Vec<TaskId>>,
+    runq: Vec<Vec<TaskId>>,
     /// Per CPU: queued + running.
-    pub nr_runnable: Vec<u32>,
+    nr_runnable: Vec<u32>,
     runq_sort_last: Vec<u32>,
     runq_sort: u32,
     /// Per CPU: an upper bound on the priority of its queued vCPUs (`PRI_IDLE`
@@ -219,7 +235,7 @@ pub struct Credit {
     /// pCPU whose own best is OVER).
     q_under: CpuSet,
     /// pCPUs idling (and not yet tickled); change only through `set_idle`.
-    pub idlers: CpuSet,
+    idlers: CpuSet,
     /// Number of idlers per memory domain (kept in step with `idlers`).
     idle_per_md: Vec<u32>,
     md_of: Vec<u32>,
@@ -233,7 +249,33 @@ pub struct Credit {
     last_tickle: CpuId,
     next_init_cpu: usize,
     /// Counters.
-    pub stats: CreditStats,
+    stats: CreditStats,
+    /// What the last accounting handed out (checked for conservation).
+    last_acct: AcctAudit,
+}
+
+/// One accounting period's books (Xen `csched_acct`): what the pool held and
+/// what the active vCPUs received.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AcctAudit {
+    /// Credits to share: the pool (`300 × ncpus` at 30 ms), plus last period's deficit.
+    pub total: i64,
+    /// Credits the active vCPUs received in all.
+    pub handed: i64,
+    /// Upper bound of what rounding may add: per domain, its fair share and
+    /// its surplus are rounded up once each and its per-vCPU share once per vCPU.
+    pub rounding: i64,
+    /// Part of the pool may go unclaimed: some domain's fair share exceeded
+    /// its peak or cap, or no domain was active.
+    pub limited: bool,
+}
+
+impl AcctAudit {
+    /// Credit conservation: accounting never hands out more than the pool
+    /// (up to rounding), and hands out all of it when no domain is limited.
+    pub fn conserved(&self) -> bool {
+        self.handed <= self.total + self.rounding && (self.limited || self.handed >= self.total)
+    }
 }
 
 impl Credit {
@@ -268,6 +310,7 @@ impl Credit {
             last_tickle: CpuId(0),
             next_init_cpu: 0,
             stats: CreditStats::default(),
+            last_acct: AcctAudit::default(),
             p,
         }
     }
@@ -275,6 +318,123 @@ impl Credit {
     /// Credits handed out per vCPU-timeslice (300 at 30 ms).
     pub fn credits_per_tslice(&self) -> i32 {
         self.credits_per_tslice
+    }
+
+    // ---- The narrow interface for the policies built on credit (AASH, the
+    // co-schedulers) and for tests. Reads are free; every change goes through
+    // a method that keeps the runqueues, counts and bounds consistent. ----
+
+    /// The tunables.
+    pub fn params(&self) -> &CreditParams {
+        &self.p
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &CreditStats {
+        &self.stats
+    }
+
+    /// The books of the last accounting period.
+    pub fn last_accounting(&self) -> AcctAudit {
+        self.last_acct
+    }
+
+    /// `t`'s credit balance.
+    pub fn credit_of(&self, t: TaskId) -> i32 {
+        self.vc[t.idx()].credit
+    }
+
+    /// `t`'s priority (`PRI_*`).
+    pub fn pri_of(&self, t: TaskId) -> i8 {
+        self.vc[t.idx()].pri
+    }
+
+    /// `t`'s pCPU: where it runs, is queued, or will be queued when it wakes.
+    pub fn cpu_of(&self, t: TaskId) -> CpuId {
+        self.vc[t.idx()].cpu
+    }
+
+    /// `t` waits in its pCPU's runqueue.
+    pub fn is_queued(&self, t: TaskId) -> bool {
+        self.vc[t.idx()].on_runq
+    }
+
+    /// `t` is over its cap and not runnable until its credit is positive again.
+    pub fn is_parked(&self, t: TaskId) -> bool {
+        self.vc[t.idx()].parked
+    }
+
+    /// `t` is runnable as far as the scheduler knows (woken and not blocked; it may be parked).
+    pub fn is_runnable(&self, t: TaskId) -> bool {
+        self.vc[t.idx()].runnable
+    }
+
+    /// `t` is on its domain's active list (earns credit at accounting).
+    pub fn is_active(&self, t: TaskId) -> bool {
+        self.vc[t.idx()].active
+    }
+
+    /// The vCPUs queued on `cpu`, highest priority first.
+    pub fn runq(&self, cpu: CpuId) -> &[TaskId] {
+        &self.runq[cpu.idx()]
+    }
+
+    /// vCPUs runnable on `cpu`: queued there plus the one running there.
+    pub fn nr_runnable(&self, cpu: CpuId) -> u32 {
+        self.nr_runnable[cpu.idx()]
+    }
+
+    /// The pCPUs idling (and not yet tickled).
+    pub fn idlers(&self) -> CpuSet {
+        self.idlers
+    }
+
+    /// Set `t`'s priority (BOOST, COS, or back), keeping its runqueue ordered
+    /// and the queue's priority bound raised if it is queued.
+    pub fn set_pri(&mut self, t: TaskId, pri: i8) {
+        debug_assert!([PRI_COS, PRI_BOOST, PRI_UNDER, PRI_OVER].contains(&pri), "priority {pri} of {t}");
+        if self.vc[t.idx()].pri == pri {
+            return;
+        }
+        let queued = self.vc[t.idx()].on_runq;
+        if queued {
+            self.runq_remove_raw(t);
+        }
+        self.vc[t.idx()].pri = pri;
+        if queued {
+            self.runq_insert_raw(t);
+        }
+    }
+
+    /// Move queued `t` to `cpu`'s runqueue (counted there instead; no tickle,
+    /// see [`Credit::tickle`]).
+    pub fn move_queued(&mut self, t: TaskId, cpu: CpuId) {
+        debug_assert!(self.vc[t.idx()].on_runq, "{t} moved between queues but not queued");
+        if self.vc[t.idx()].cpu != cpu {
+            self.runq_remove(t);
+            self.vc[t.idx()].cpu = cpu;
+            self.runq_insert(t);
+        }
+    }
+
+    /// Choose the pCPU of `t`, neither queued nor running: it is queued there when it wakes.
+    pub fn place(&mut self, t: TaskId, cpu: CpuId) {
+        debug_assert!(!self.vc[t.idx()].on_runq, "{t} placed while queued");
+        self.vc[t.idx()].cpu = cpu;
+    }
+
+    /// Queue runnable `t` (neither queued nor running) on its pCPU and count
+    /// it there, with no BOOST and no tickle (Xen `runq_insert`; [`Dispatcher::wake`]
+    /// is the full wake-up).
+    pub fn enqueue(&mut self, t: TaskId) {
+        self.vc[t.idx()].runnable = true;
+        self.runq_insert(t);
+    }
+
+    /// Put `t`, just taken off its pCPU's queue to run ([`Credit::take_to_run`]),
+    /// back at its place in that queue; it stays counted there.
+    pub fn unpick(&mut self, t: TaskId) {
+        self.runq_insert_raw(t);
     }
 
     /// Mark a pCPU idle or not, keeping the per-memory-domain counts.
@@ -311,7 +471,7 @@ impl Credit {
     }
 
     /// Xen `__runq_insert`: before the first vCPU of strictly lower priority.
-    pub fn runq_insert_raw(&mut self, t: TaskId) {
+    fn runq_insert_raw(&mut self, t: TaskId) {
         let v = &self.vc[t.idx()];
         debug_assert!(!v.on_runq, "{t} queued twice");
         let (cpu, pri) = (v.cpu, v.pri);
@@ -338,7 +498,7 @@ impl Credit {
     }
 
     /// Xen `runq_insert`: queue and count as runnable on its pCPU.
-    pub fn runq_insert(&mut self, t: TaskId) {
+    fn runq_insert(&mut self, t: TaskId) {
         self.runq_insert_raw(t);
         let cpu = self.vc[t.idx()].cpu;
         self.inc_nr(cpu);
@@ -356,7 +516,7 @@ impl Credit {
     }
 
     /// Xen `runq_remove`: dequeue and stop counting it on its pCPU.
-    pub fn runq_remove(&mut self, t: TaskId) {
+    fn runq_remove(&mut self, t: TaskId) {
         self.runq_remove_raw(t);
         let cpu = self.vc[t.idx()].cpu;
         self.dec_nr(cpu);
@@ -691,16 +851,75 @@ impl Credit {
         if !cfg!(debug_assertions) {
             return;
         }
+        if let Some(e) = self.invariant_violation(v) {
+            panic!("credit invariant broken at {:?}: {e}", v.now);
+        }
+    }
+
+    /// The first broken invariant, with `v.curr` as what runs, or `None`.
+    /// Runqueues: a vCPU is on at most one runqueue, never queued while
+    /// running or parked, queued on its own pCPU, not above the queue's
+    /// priority bound; `nr_runnable` = queued + running. Accounting state:
+    /// each domain's active count is its vCPUs on the active list, the
+    /// active-domain list holds exactly the domains with an active vCPU, and
+    /// the total weight is theirs (× active vCPUs, `xen40`: once per domain).
+    pub fn invariant_violation(&self, v: &SysView) -> Option<String> {
+        let mut queued = 0usize;
         for (c, q) in self.runq.iter().enumerate() {
-            debug_assert_eq!(self.q_under.contains(CpuId(c as u32)), self.q_hi[c] >= PRI_UNDER, "q_under on cpu{c}");
+            if self.q_under.contains(CpuId(c as u32)) != (self.q_hi[c] >= PRI_UNDER) {
+                return Some(format!("q_under of cpu{c} disagrees with its bound {}", self.q_hi[c]));
+            }
             let running = v.curr[c].is_some() as u32;
-            debug_assert_eq!(self.nr_runnable[c], q.len() as u32 + running, "nr_runnable on cpu{c}");
+            if self.nr_runnable[c] != q.len() as u32 + running {
+                return Some(format!(
+                    "nr_runnable of cpu{c} is {}, queued {} + running {running}",
+                    self.nr_runnable[c],
+                    q.len()
+                ));
+            }
             for t in q {
-                debug_assert_eq!(self.vc[t.idx()].cpu.idx(), c);
-                debug_assert!(!v.curr.contains(&Some(*t)), "{t} queued while running");
-                debug_assert!(self.vc[t.idx()].pri <= self.q_hi[c], "{t} above the queue bound of cpu{c}");
+                let vc = &self.vc[t.idx()];
+                if vc.cpu.idx() != c || !vc.on_runq {
+                    return Some(format!("{t} queued on cpu{c} but its pCPU is {} (on_runq {})", vc.cpu, vc.on_runq));
+                }
+                if v.curr.contains(&Some(*t)) {
+                    return Some(format!("{t} queued while running"));
+                }
+                if vc.parked {
+                    return Some(format!("{t} queued while parked"));
+                }
+                if vc.pri > self.q_hi[c] {
+                    return Some(format!("{t} above the queue bound of cpu{c}"));
+                }
+            }
+            queued += q.len();
+        }
+        let flagged = self.vc.iter().filter(|x| x.on_runq).count();
+        if flagged != queued {
+            return Some(format!("{flagged} vCPUs flagged queued, {queued} queue entries"));
+        }
+        let mut active = vec![0u32; self.dom_active.len()];
+        for (i, x) in self.vc.iter().enumerate() {
+            active[v.tasks[i].domain.idx()] += x.active as u32;
+        }
+        let xen40 = self.p.profile == Profile::Xen40;
+        let mut weight = 0u64;
+        for (d, &n) in active.iter().enumerate() {
+            if self.dom_active[d] != n {
+                return Some(format!("domain {d} counts {} active vCPUs, has {n}", self.dom_active[d]));
+            }
+            let listed = self.active_doms.iter().filter(|x| x.idx() == d).count();
+            if self.dom_listed[d] != (n > 0) || listed != (n > 0) as usize {
+                return Some(format!("domain {d} with {n} active vCPUs is listed {listed} times"));
+            }
+            if n > 0 {
+                weight += self.dom_weight[d] as u64 * if xen40 { 1 } else { n as u64 };
             }
         }
+        if weight != self.weight_total {
+            return Some(format!("total weight {} but the active domains weigh {weight}", self.weight_total));
+        }
+        None
     }
 
     /// Xen `csched_acct`: share the credit pool among active domains.
@@ -715,8 +934,11 @@ impl Credit {
         }
         if weight_total == 0 {
             self.credit_balance = 0;
+            // No active domain: the pool goes unclaimed.
+            self.last_acct = AcctAudit { total: credit_total, limited: true, ..AcctAudit::default() };
             return;
         }
+        let mut audit = AcctAudit { total: credit_total, ..AcctAudit::default() };
         let mut weight_left = weight_total;
         let mut credit_balance: i64 = 0;
         let mut credit_xtra = false;
@@ -741,6 +963,8 @@ impl Credit {
                 credit_cap = (credit_cap + (active - 1)) / active;
             }
             let mut credit_fair = (credit_total * dom_w + (weight_total - 1)) / weight_total;
+            audit.rounding += active + 1;
+            audit.limited |= credit_fair > credit_peak;
             if credit_fair < credit_peak {
                 credit_xtra = true;
             } else {
@@ -761,6 +985,7 @@ impl Credit {
                 }
                 let vc = &mut self.vc[t.idx()];
                 vc.credit += per_vcpu;
+                audit.handed += per_vcpu as i64;
                 let mut credit = vc.credit;
                 if credit < 0 {
                     vc.pri = PRI_OVER;
@@ -795,6 +1020,16 @@ impl Credit {
         }
         self.credit_balance = credit_balance.clamp(i32::MIN as i64, i32::MAX as i64) as i32;
         self.runq_sort = self.runq_sort.wrapping_add(1);
+        self.last_acct = audit;
+        debug_assert!(audit.conserved(), "credit not conserved by accounting: {audit:?}");
+        debug_assert!(
+            self.vc
+                .iter()
+                .filter(|x| x.active)
+                .all(|x| (-self.credits_per_tslice..=self.credits_per_tslice).contains(&x.credit)),
+            "an active vCPU left accounting with credit outside ±{}",
+            self.credits_per_tslice
+        );
     }
 
     fn park(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
@@ -1130,5 +1365,159 @@ mod tests {
         assert_eq!(c.vc[0].credit, -1);
         c.burn(TaskId(0), Nanos::from_us(300));
         assert_eq!(c.vc[0].credit, -3);
+    }
+
+    mod random_events {
+        //! Random event sequences through the credit scheduler: every invariant
+        //! holds after every event, and every accounting period conserves credit.
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Clone, Debug)]
+        enum Ev {
+            Wake(usize),
+            Block(usize),
+            Tick(usize),
+            Account,
+            Resched(usize),
+            Advance(u64),
+        }
+
+        fn ev() -> impl Strategy<Value = Ev> {
+            prop_oneof![
+                3 => (0..12usize).prop_map(Ev::Wake),
+                2 => (0..3usize).prop_map(Ev::Block),
+                3 => (0..3usize).prop_map(Ev::Tick),
+                1 => Just(Ev::Account),
+                1 => (0..3usize).prop_map(Ev::Resched),
+                4 => (1..15_000u64).prop_map(Ev::Advance),
+            ]
+        }
+
+        /// A machine of `ncpus` CPUs; one domain per `(weight, cap, vcpus)`.
+        fn world(ncpus: usize, doms: &[(u32, u32, u32)]) -> World {
+            let mut w = World::new(ncpus, &vec![256; doms.len()]);
+            w.tasks.clear();
+            for (d, &(weight, cap, n)) in doms.iter().enumerate() {
+                let dom = &mut w.domains[d];
+                (dom.weight, dom.cap) = (weight, cap);
+                dom.tasks.clear();
+                for k in 0..n {
+                    dom.tasks.push(TaskId(w.tasks.len() as u32));
+                    w.tasks.push(crate::dispatcher::TaskView {
+                        domain: DomainId(d as u32),
+                        vcpu: k,
+                        affinity: w.topo.all,
+                    });
+                }
+            }
+            w
+        }
+
+        struct Run {
+            w: World,
+            c: Credit,
+            now: Nanos,
+            /// The engine's view: woken and not blocked.
+            runnable: Vec<bool>,
+        }
+
+        impl Run {
+            fn pick(&mut self, cpu: CpuId, fx: &mut Effects) {
+                let prev = self.w.curr[cpu.idx()];
+                let keep = prev.is_some_and(|p| self.runnable[p.idx()]);
+                let p = self.c.pick_next(&self.w.view(self.now), cpu, prev, keep, fx);
+                self.w.curr[cpu.idx()] = p.task;
+            }
+
+            /// Deliver reschedule requests as the engine does (bounded: each request re-picks once).
+            fn drain(&mut self, mut fx: Effects) {
+                for _ in 0..64 {
+                    let Some(c) = fx.resched.first().copied() else { return };
+                    fx.resched.remove(0);
+                    let mut more = Effects::default();
+                    self.pick(c, &mut more);
+                    fx.resched.extend(more.resched);
+                }
+            }
+
+            fn step(&mut self, e: &Ev) {
+                let n = self.w.curr.len();
+                let mut fx = Effects::default();
+                match *e {
+                    Ev::Wake(t) => {
+                        let t = t % self.runnable.len();
+                        if self.runnable[t] {
+                            return;
+                        }
+                        self.runnable[t] = true;
+                        self.c.wake(&self.w.view(self.now), TaskId(t as u32), &mut fx);
+                    }
+                    Ev::Block(c) => {
+                        let c = CpuId((c % n) as u32);
+                        let Some(t) = self.w.curr[c.idx()] else { return };
+                        self.runnable[t.idx()] = false;
+                        self.c.block(&self.w.view(self.now), t, c, &mut fx);
+                        self.pick(c, &mut fx);
+                    }
+                    Ev::Tick(c) => self.c.tick(&self.w.view(self.now), CpuId((c % n) as u32), &mut fx),
+                    Ev::Account => self.c.account(&self.w.view(self.now), &mut fx),
+                    Ev::Resched(c) => fx.resched(CpuId((c % n) as u32)),
+                    Ev::Advance(us) => self.now += Nanos::from_us(us),
+                }
+                self.drain(fx);
+            }
+
+            /// Everything the essay promises, beyond `invariant_violation`.
+            fn check(&self) -> Result<(), String> {
+                if let Some(e) = self.c.invariant_violation(&self.w.view(self.now)) {
+                    return Err(e);
+                }
+                for (i, &r) in self.runnable.iter().enumerate() {
+                    let t = TaskId(i as u32);
+                    let running = self.w.curr.iter().filter(|x| **x == Some(t)).count();
+                    let queued = self.c.is_queued(t);
+                    if running > 1 || (running == 1 && queued) {
+                        return Err(format!("{t} on two CPUs or queued while running"));
+                    }
+                    if !r && (queued || running > 0) {
+                        return Err(format!("blocked {t} queued or running"));
+                    }
+                    if r && !self.c.is_parked(t) && !queued && running == 0 {
+                        return Err(format!("runnable {t} neither queued nor running"));
+                    }
+                }
+                Ok(())
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+            #[test]
+            fn invariants_hold_and_accounting_conserves_credit(
+                ncpus in 1..4usize,
+                doms in prop::collection::vec((1..1024u32, prop_oneof![3 => Just(0u32), 1 => 10..150u32], 1..4u32), 1..5),
+                xen40 in any::<bool>(),
+                events in prop::collection::vec(ev(), 1..300),
+            ) {
+                let w = world(ncpus, &doms);
+                let profile = if xen40 { Profile::Xen40 } else { Profile::Current };
+                let mut c = Credit::new("credit", CreditParams::defaults(profile), &w.topo);
+                c.init(&w.view(Nanos::ZERO));
+                let runnable = vec![false; w.tasks.len()];
+                let mut r = Run { w, c, now: Nanos::ZERO, runnable };
+                let mut periods = 0;
+                for e in &events {
+                    r.step(e);
+                    prop_assert_eq!(r.check(), Ok(()), "after {:?}", e);
+                    if matches!(e, Ev::Account) {
+                        let a = r.c.last_accounting();
+                        prop_assert!(a.conserved(), "accounting {:?}", a);
+                        periods += 1;
+                    }
+                }
+                prop_assert_eq!(r.c.stats().accountings, periods);
+            }
+        }
     }
 }

@@ -175,10 +175,10 @@ mod tests {
         let mut w = world();
         let mut d = cs(&w);
         // Scatter at init: domain 0 → CPUs 0, 1; domain 1 → CPUs 2, 3 (fewest CON vCPUs).
-        assert_eq!(d.base.vc[0].cpu, CpuId(0));
-        assert_eq!(d.base.vc[1].cpu, CpuId(1));
-        assert_eq!(d.base.vc[2].cpu, CpuId(2));
-        assert_eq!(d.base.vc[3].cpu, CpuId(3));
+        assert_eq!(d.base.cpu_of(TaskId(0)), CpuId(0));
+        assert_eq!(d.base.cpu_of(TaskId(1)), CpuId(1));
+        assert_eq!(d.base.cpu_of(TaskId(2)), CpuId(2));
+        assert_eq!(d.base.cpu_of(TaskId(3)), CpuId(3));
         let now = Nanos::from_ms(1);
         // Domain 1 runs on CPUs 2 and 3 (t2, t3 woken and picked there).
         for t in [2u32, 3] {
@@ -209,7 +209,7 @@ mod tests {
         let p = d.pick_next(&w.view(now), CpuId(2), Some(TaskId(2)), true, &mut Effects::default());
         assert_eq!(p.task, None);
         w.curr[2] = None;
-        assert_eq!(d.base.runq[2], vec![TaskId(2)]);
+        assert_eq!(d.base.runq(CpuId(2)), [TaskId(2)]);
         assert_eq!(d.core.held[2], Some(DomainId(0)));
         // Two operations: t2's pick on CPU 2 (t3's pick answered it) and t0's.
         assert_eq!(d.core.stats.ops, 2);

@@ -138,7 +138,7 @@ impl Scheme for Pcs {
         let active = active_siblings(b, v, d, x, cpu);
         let mut m = CpuSet::new();
         for &y in &active {
-            m.insert(b.cr().vc[y.idx()].cpu);
+            m.insert(b.cr().cpu_of(y));
         }
         m.remove(cpu);
         if m.is_empty() {
@@ -164,7 +164,7 @@ impl Scheme for Pcs {
         self.op_cpus[d.idx()] = mc;
         core.op(m.len());
         for y in active {
-            if b.cr().vc[y.idx()].on_runq && m.contains(b.cr().vc[y.idx()].cpu) {
+            if b.cr().is_queued(y) && m.contains(b.cr().cpu_of(y)) {
                 core.want(y, v.now);
             }
         }
@@ -208,7 +208,7 @@ mod tests {
         // Scatter: t0 → 0, t1 → 1, t2 → 2, t3 → 3. HIT t4, t5 run on CPUs 1 and 3.
         let now = Nanos::from_ms(1);
         for (t, c) in [(4u32, 1u32), (5, 3)] {
-            d.base.vc[t as usize].cpu = CpuId(c);
+            d.base.place(TaskId(t), CpuId(c));
             d.wake(&w.view(now), TaskId(t), &mut Effects::default());
             let p = d.pick_next(&w.view(now), CpuId(c), None, false, &mut Effects::default());
             assert_eq!(p.task, Some(TaskId(t)));
@@ -218,7 +218,7 @@ mod tests {
         for t in [1u32, 3] {
             d.wake(&w.view(now), TaskId(t), &mut Effects::default());
         }
-        assert_eq!(d.base.runq[1], vec![TaskId(1)]);
+        assert_eq!(d.base.runq(CpuId(1)), [TaskId(1)]);
         // t0 wakes on idle CPU 0 and is picked: an operation on {0, 1} signals only CPU 1.
         d.wake(&w.view(now), TaskId(0), &mut Effects::default());
         let mut fx = Effects::default();

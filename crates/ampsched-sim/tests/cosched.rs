@@ -323,10 +323,10 @@ impl Check<Pcs> for PcsRules {
         }
         for (p, (old, new)) in self.co_dom_before.iter().zip(&d.scheme.co_dom).enumerate() {
             let Some(dom) = new.filter(|_| old.is_none()) else { continue };
-            let holds = v.domains[dom.idx()].tasks.iter().any(|t| {
-                let vc = &d.base.vc[t.idx()];
-                (vc.on_runq && vc.cpu.idx() == p) || v.curr[p] == Some(*t)
-            });
+            let holds = v.domains[dom.idx()]
+                .tasks
+                .iter()
+                .any(|t| (d.base.is_queued(*t) && d.base.cpu_of(*t).idx() == p) || v.curr[p] == Some(*t));
             if !holds || p == cpu.idx() {
                 log.lock().unwrap().push(format!("{:?}: op of {dom:?} signals cpu{p} outside its co_cpus", v.now));
             }
@@ -341,11 +341,11 @@ struct BcsRules;
 impl Check<Bcs> for BcsRules {
     fn after(&mut self, d: &CoSched<Bcs, Credit>, v: &SysView, cpu: CpuId, c: &PickCall, log: &Log) {
         if let Some(t) = c.pick.task {
-            if d.base.vc[t.idx()].pri == PRI_COS {
+            if d.base.pri_of(t) == PRI_COS {
                 log.lock().unwrap().push(format!("{:?}: {t} picked and still COS", v.now));
             }
         }
-        let migrated = c.prev.is_some_and(|p| c.prev_runnable && d.base.vc[p.idx()].cpu != cpu);
+        let migrated = c.prev.is_some_and(|p| c.prev_runnable && d.base.cpu_of(p) != cpu);
         if !migrated && !c.new_resched.is_empty() {
             log.lock().unwrap().push(format!("{:?}: pick on {cpu} signalled {:?}", v.now, c.new_resched));
         }
@@ -494,23 +494,17 @@ proptest! {
         for (i, (c, s)) in all.iter().enumerate() {
             let (t, c) = (TaskId(i as u32), CpuId((c % ncpu) as u32));
             let cr = d.base.cr_mut();
-            cr.vc[i].cpu = c;
+            cr.place(t, c);
             match s {
                 St::Blocked => {}
-                St::Queued => {
-                    cr.vc[i].runnable = true;
-                    cr.runq_insert(t);
-                }
                 St::Running if curr[c.idx()].is_none() => {
-                    cr.vc[i].runnable = true;
+                    // Queued, then taken off the queue to run: counted on c, not queued.
+                    cr.enqueue(t);
+                    cr.take_to_run(t);
                     curr[c.idx()] = Some(t);
-                    cr.nr_runnable[c.idx()] += 1;
                     cr.set_idle(c, false);
                 }
-                St::Running => {
-                    cr.vc[i].runnable = true;
-                    cr.runq_insert(t);
-                }
+                St::Queued | St::Running => cr.enqueue(t),
             }
         }
         domains[0].cosched = CoschedType::Con;
@@ -527,7 +521,7 @@ proptest! {
             match running_on {
                 Some(q) if q != c.idx() => prop_assert!(fx.resched.contains(&CpuId(q as u32))),
                 Some(_) => {}
-                None => prop_assert_eq!(d.base.vc[t.idx()].cpu, c),
+                None => prop_assert_eq!(d.base.cpu_of(t), c),
             }
         }
         let two = count.iter().any(|&n| n >= 2);
