@@ -248,12 +248,11 @@ fn build_topology(spec: &ScenarioSpec) -> Result<Topology, ModelError> {
             }
             let mut out: Vec<CpuClass> = Vec::new();
             for (i, c) in cs.iter().enumerate() {
-                if !(c.speed.is_finite() && c.speed > 0.0) {
-                    return Err(ModelError::new(
-                        format!("machine.classes[{i}].speed"),
-                        format!("must be > 0, got {}", c.speed),
-                    ));
-                }
+                // A documented range (docs/security.md): speeds near 0 made work finish at once and
+                // busy time overflow to 2^64 ns.
+                let (lo, hi) = ampsched_model::spec::limits::SPEED;
+                ampsched_model::spec::check_f64("speed", c.speed, lo, hi, "speed factor relative to 1.0")
+                    .map_err(|m| ModelError::new(format!("machine.classes[{i}].speed"), m))?;
                 if out.iter().any(|o| o.name == c.name) {
                     return Err(ModelError::new(
                         format!("machine.classes[{i}].name"),
