@@ -10,7 +10,9 @@
 //! 39), a CPU change counted as a migration (a lower bound: two moves
 //! within 2 ms count once), and a thread's completion is the last time it
 //! was seen minus the first time any workload thread was seen (rt-app's own
-//! calibration and the main thread are left out).
+//! calibration and the main thread are left out). Instances of one rt-app
+//! task share its name; they are numbered `name-k` in thread-id order, as
+//! the simulator names them.
 //!
 //! Simulated side: the same file as a domain's rt-app workload on the same
 //! topology plus the hog as an RT load, dispatcher `linux`, placer `none` or
@@ -408,6 +410,17 @@ fn run_real(
         return Err(run_err(format!("{config} run of {} exited with {status}", file.display())));
     }
     let start = tracks.values().map(|t| t.first).min();
+    // rt-app names every instance of a task object alike (comm = the task
+    // name); the simulator calls them `name-k`: number them in tid order.
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for t in tracks.values_mut() {
+        let k = seen.entry(t.name.clone()).or_default();
+        let numbered = format!("{}-{k}", t.name);
+        *k += 1;
+        if !names.contains(&t.name) && names.contains(&numbered) {
+            t.name = numbered;
+        }
+    }
     let rows = tracks
         .into_values()
         .map(|t| {
