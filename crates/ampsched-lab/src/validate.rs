@@ -355,7 +355,9 @@ fn run_real(
         c.arg("--").arg(rtapp);
         c
     };
-    cmd.arg(file).stdout(Stdio::null()).stderr(Stdio::null());
+    // rt-app writes per-thread logs (`rt-app-<task>-<k>.log`) into its working
+    // directory even with `log_size` disabled: keep them out of the caller's.
+    cmd.arg(file).current_dir(std::env::temp_dir()).stdout(Stdio::null()).stderr(Stdio::null());
     let mut child = cmd.spawn().map_err(|e| run_err(format!("cannot start {config} run: {e}")))?;
     let root = child.id();
     let mut tracks: BTreeMap<u32, ThreadTrack> = BTreeMap::new();
