@@ -362,7 +362,10 @@ fn cmd_policies() {
         for p in list {
             println!("{kind} {:<12} {}", p.name, p.doc);
             for d in p.params {
-                println!("    {:<22} default {:<16} {}", d.name, d.default, d.doc);
+                let ty = if d.unit.is_empty() { d.type_name() } else { format!("{} ({})", d.type_name(), d.unit) };
+                let range = d.range_text();
+                let range = if range.is_empty() { range } else { format!(" [{range}]") };
+                println!("    {:<22} {:<16} default {:<16} {}{range}", d.name, ty, d.default_text(), d.doc);
             }
         }
     }

@@ -50,7 +50,7 @@
 use crate::credit::{Credit, CreditParams, Profile, MIN_TIMER, PRI_IDLE, PRI_OVER};
 use crate::dispatcher::{Dispatcher, Effects, Pick, SysView, TaskView};
 use crate::fastqueue::{read_switches, AashSwitches, FastQueue, FqDomain, FqVcpu};
-use crate::params::{ParamDoc, ParamReader, PolicyError};
+use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
 use ampsched_model::spec::Params;
 use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, TaskId, Topology};
 
@@ -59,24 +59,11 @@ use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, TaskId, Topology};
 macro_rules! aash_dispatcher_param_docs {
     ($($extra:expr),* $(,)?) => {
         $crate::fastqueue::aash_param_docs!(
-            ParamDoc { name: "tslice_ms", default: "30", doc: "timeslice and accounting period, ms (Xen: 1..1000)" },
-            ParamDoc { name: "ratelimit_us", default: "1000", doc: "minimum run before preemption, µs; 0 = off" },
-            ParamDoc {
-                name: "tick_migrate",
-                default: "true",
-                doc: "tick may move a running vCPU to an idle pCPU of its class in a less loaded memory domain"
-            },
-            ParamDoc {
-                name: "migration_delay_us",
-                default: "0",
-                doc: "a vCPU that ran within this time is cache-hot and not stolen"
-            },
-            ParamDoc {
-                name: "pull",
-                default: "tick",
-                doc: "when an idle fast CPU takes a vCPU RUNNING on a slow CPU: tick (that CPU's next tick, as Xen) \
-                      | immediate"
-            },
+            $crate::credit::TSLICE,
+            $crate::aash::RATELIMIT,
+            $crate::aash::TICK_MIGRATE,
+            $crate::credit::MIGRATION_DELAY,
+            $crate::aash::PULL,
             $($extra,)*
         )
     };
@@ -86,11 +73,25 @@ pub(crate) use aash_dispatcher_param_docs;
 /// Parameters of `aash` as shown by `ampsched policies`: credit's, then AASH's switches.
 pub const AASH_PARAMS: &[ParamDoc] = aash_dispatcher_param_docs!();
 
-/// Default of `pull`: Xen moves a running vCPU only at its pCPU's tick (csched_tick → cpu_pick),
+/// `ratelimit_us` under AASH: credit's, always on by default (no `xen40` profile here).
+pub const RATELIMIT: ParamDoc = ParamDoc { doc: "minimum run before preemption; 0 = off", ..crate::credit::RATELIMIT };
+
+/// `tick_migrate` under AASH: credit's rule 10, within the vCPU's class.
+pub const TICK_MIGRATE: ParamDoc = ParamDoc {
+    doc: "tick may move a running vCPU to an idle pCPU of its class in a less loaded memory domain",
+    ..crate::credit::TICK_MIGRATE
+};
+
+/// `pull`. Default `tick`: Xen moves a running vCPU only at its pCPU's tick (csched_tick → cpu_pick),
 /// so a fast CPU idles at most one tick before a running slow vCPU comes over; waiting vCPUs
 /// are stolen at once either way. `immediate` pulls at once and pays a cache refill each time
 /// a barrier-synchronised program's fast thread waits.
-const DEFAULT_PULL: &str = "tick";
+pub const PULL: ParamDoc = ParamDoc {
+    name: "pull",
+    kind: Kind::Choice { default: "tick", allowed: &["tick", "immediate"] },
+    unit: "",
+    doc: "when an idle fast CPU takes a vCPU RUNNING on a slow CPU: at that CPU's next tick (as Xen) or at once",
+};
 
 /// Tunables of `aash`.
 #[derive(Clone, Debug)]
@@ -108,8 +109,8 @@ impl AashParams {
     pub fn from_params(policy: &str, params: &Params, topo: &Topology) -> Result<AashParams, PolicyError> {
         let credit = CreditParams::from_params(policy, Profile::Current, params, AASH_PARAMS)?;
         let r = ParamReader::new(policy, params, AASH_PARAMS)?;
-        let pull_immediate = r.choice("pull", DEFAULT_PULL, &["tick", "immediate"])? == "immediate";
-        Ok(AashParams { credit, sw: read_switches(&r, params, topo)?, pull_immediate })
+        let pull_immediate = r.choice(&PULL)? == "immediate";
+        Ok(AashParams { credit, sw: read_switches(&r, topo)?, pull_immediate })
     }
 }
 

@@ -42,7 +42,7 @@ use crate::aash::{Aash, AashParams};
 use crate::cosched::CoBase;
 use crate::credit::Credit;
 use crate::dispatcher::{Dispatcher, Effects, Pick, SysView};
-use crate::params::{ParamDoc, ParamReader, PolicyError};
+use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
 use ampsched_model::spec::{CoschedType, Params};
 use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, TaskId, Topology};
 
@@ -52,7 +52,8 @@ pub const DEFAULT_GANG_QUANTUM: Nanos = Nanos::from_ms(10);
 
 const GANG_QUANTUM: ParamDoc = ParamDoc {
     name: "gang_quantum_ms",
-    default: "10",
+    kind: Kind::Ms { default: DEFAULT_GANG_QUANTUM, min: 0.0, max: 1000.0 },
+    unit: "ms",
     doc: "a CON gang's fast grant moves to a less-exposed running sibling after this long on the fast core; 0 = off",
 };
 
@@ -89,12 +90,7 @@ impl AashGang {
             mine.insert(GANG_QUANTUM.name.to_string(), q);
         }
         let p = AashParams::from_params(policy, &rest, topo)?;
-        let quantum = ParamReader::new(policy, &mine, AASH_COSCHED_PARAMS)?.ms(
-            GANG_QUANTUM.name,
-            DEFAULT_GANG_QUANTUM,
-            0.0,
-            1000.0,
-        )?;
+        let quantum = ParamReader::new(policy, &mine, AASH_COSCHED_PARAMS)?.duration(&GANG_QUANTUM)?;
         Ok(AashGang::new(p, quantum, topo))
     }
 

@@ -36,7 +36,7 @@
 //! because of the placer. Pure: the output depends only on the snapshots.
 
 use crate::fastqueue::{aash_param_docs, read_switches, AashSwitches, FastQueue, FqDomain, FqVcpu};
-use crate::params::{ParamDoc, ParamReader, PolicyError};
+use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
 use crate::placer::{AffinityChange, Placer, Snapshot};
 use ampsched_model::spec::{Params, PriorityClass};
 use ampsched_model::{Nanos, Topology};
@@ -45,14 +45,23 @@ use ampsched_model::{Nanos, Topology};
 pub const DEFAULT_AASH_PLACER_PERIOD: Nanos = Nanos::from_ms(30);
 
 /// Parameters of the `aash` placer as shown by `ampsched policies`.
-pub const AASH_PLACER_PARAMS: &[ParamDoc] = aash_param_docs!(
-    ParamDoc { name: "period_ms", default: "30", doc: "rotation period, ms (one credit accounting period)" },
-    ParamDoc {
-        name: "time_credits",
-        default: "false",
-        doc: "a fast grant lasts until its holders ran one period on fast CPUs (credit carried, ≤ 3 periods)",
-    }
-);
+pub const AASH_PLACER_PARAMS: &[ParamDoc] = aash_param_docs!(PERIOD, TIME_CREDITS);
+
+/// `period_ms`: how often the rotation runs.
+const PERIOD: ParamDoc = ParamDoc {
+    name: "period_ms",
+    kind: Kind::Ms { default: DEFAULT_AASH_PLACER_PERIOD, min: 1.0, max: 60_000.0 },
+    unit: "ms",
+    doc: "rotation period (one credit accounting period)",
+};
+
+/// `time_credits`: grants last a period of fast time rather than a period.
+const TIME_CREDITS: ParamDoc = ParamDoc {
+    name: "time_credits",
+    kind: Kind::Bool { default: false },
+    unit: "",
+    doc: "a fast grant lasts until its holders ran one period on fast CPUs (credit carried, ≤ 3 periods)",
+};
 
 /// Longest a grant is held under `time_credits`, in periods (bounds the wait of the others).
 pub const MAX_HOLD_PERIODS: u32 = 3;
@@ -74,9 +83,9 @@ impl AashPlacer {
     /// Read from scenario parameters.
     pub fn from_params(policy: &str, params: &Params, topo: &Topology) -> Result<AashPlacer, PolicyError> {
         let r = ParamReader::new(policy, params, AASH_PLACER_PARAMS)?;
-        let period = r.ms("period_ms", DEFAULT_AASH_PLACER_PERIOD, 1.0, 60_000.0)?;
-        let mut p = AashPlacer::new(period, read_switches(&r, params, topo)?);
-        p.time_credits = r.bool("time_credits", false)?;
+        let period = r.duration(&PERIOD)?;
+        let mut p = AashPlacer::new(period, read_switches(&r, topo)?);
+        p.time_credits = r.bool(&TIME_CREDITS)?;
         Ok(p)
     }
 

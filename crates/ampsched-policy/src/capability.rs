@@ -73,7 +73,7 @@
 //! Tasks that end are never active again: they stop counting in `task_num`
 //! and are never selected; their pin is harmless and is left in place.
 
-use crate::params::{ParamDoc, ParamReader, PolicyError};
+use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
 use crate::placer::{AffinityChange, Placer, Snapshot, TaskSample};
 use ampsched_model::spec::Params;
 use ampsched_model::{CpuId, CpuSet, Nanos, TaskId, Topology};
@@ -105,23 +105,31 @@ pub struct CapabilityParams {
 }
 
 /// Parameters of `capability` as shown by `ampsched policies`.
-pub const CAPABILITY_PARAMS: &[ParamDoc] = &[
-    ParamDoc {
-        name: "interval_ms",
-        default: "1000",
-        doc: "balance interval = placer period, ms (paper: 10, 100, 1000, 10000)",
-    },
-    ParamDoc {
-        name: "selection",
-        default: "fifo",
-        doc: "task selection: fifo (runqueue order) or cache (smallest working set)",
-    },
-    ParamDoc {
-        name: "tolerance_pct",
-        default: "1",
-        doc: "a CPU balances only when its ECPT exceeds the average by more than this, %",
-    },
-];
+pub const CAPABILITY_PARAMS: &[ParamDoc] = &[INTERVAL, SELECTION, TOLERANCE];
+
+/// `interval_ms`: the balance interval.
+const INTERVAL: ParamDoc = ParamDoc {
+    name: "interval_ms",
+    kind: Kind::Ms { default: DEFAULT_INTERVAL, min: 1.0, max: 3_600_000.0 },
+    unit: "ms",
+    doc: "balance interval = placer period (paper: 10, 100, 1000, 10000)",
+};
+
+/// `selection`: the task selection policy.
+const SELECTION: ParamDoc = ParamDoc {
+    name: "selection",
+    kind: Kind::Choice { default: "fifo", allowed: &["fifo", "cache"] },
+    unit: "",
+    doc: "task selection: fifo (runqueue order) or cache (smallest working set)",
+};
+
+/// `tolerance_pct`: step 3's margin.
+const TOLERANCE: ParamDoc = ParamDoc {
+    name: "tolerance_pct",
+    kind: Kind::Num { default: DEFAULT_TOLERANCE_PCT, min: 0.0, max: 100.0 },
+    unit: "%",
+    doc: "a CPU balances only when its ECPT exceeds the average by more than this",
+};
 
 impl Default for CapabilityParams {
     fn default() -> Self {
@@ -136,15 +144,14 @@ impl Default for CapabilityParams {
 impl CapabilityParams {
     /// Read from scenario parameters.
     pub fn from_params(policy: &str, params: &Params) -> Result<CapabilityParams, PolicyError> {
-        let d = CapabilityParams::default();
         let r = ParamReader::new(policy, params, CAPABILITY_PARAMS)?;
         Ok(CapabilityParams {
-            interval: r.ms("interval_ms", d.interval, 1.0, 3_600_000.0)?,
-            selection: match r.choice("selection", "fifo", &["fifo", "cache"])? {
+            interval: r.duration(&INTERVAL)?,
+            selection: match r.choice(&SELECTION)? {
                 "cache" => Selection::Cache,
                 _ => Selection::Fifo,
             },
-            tolerance: r.f64("tolerance_pct", DEFAULT_TOLERANCE_PCT, 0.0, 100.0)? / 100.0,
+            tolerance: r.num(&TOLERANCE)? / 100.0,
         })
     }
 }

@@ -54,7 +54,7 @@
 //! the sub-credit remainder is charged twice; we charge it once (exact).
 
 use crate::dispatcher::{Dispatcher, Effects, Pick, SysView};
-use crate::params::{ParamDoc, ParamReader, PolicyError};
+use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
 use ampsched_model::spec::Params;
 use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, TaskId, Topology};
 
@@ -104,21 +104,37 @@ pub struct CreditParams {
     pub migration_delay: Nanos,
 }
 
-/// Parameters of `credit` / `xen40` as shown by `ampsched policies`.
-pub const CREDIT_PARAMS: &[ParamDoc] = &[
-    ParamDoc { name: "tslice_ms", default: "30", doc: "timeslice and accounting period, ms (Xen: 1..1000)" },
-    ParamDoc { name: "ratelimit_us", default: "1000 (xen40: 0)", doc: "minimum run before preemption, µs; 0 = off" },
-    ParamDoc {
-        name: "tick_migrate",
-        default: "true",
-        doc: "tick may move a running vCPU to an idle pCPU in a less loaded memory domain",
-    },
-    ParamDoc {
-        name: "migration_delay_us",
-        default: "0",
-        doc: "a vCPU that ran within this time is cache-hot and not stolen",
-    },
-];
+/// `tslice_ms`: the timeslice, which is also the accounting period.
+pub const TSLICE: ParamDoc = ParamDoc {
+    name: "tslice_ms",
+    kind: Kind::Ms { default: DEFAULT_TSLICE, min: 1.0, max: 1000.0 },
+    unit: "ms",
+    doc: "timeslice and accounting period (Xen: 1..1000)",
+};
+/// `ratelimit_us`: the minimum run before preemption.
+pub const RATELIMIT: ParamDoc = ParamDoc {
+    name: "ratelimit_us",
+    kind: Kind::Us { default: DEFAULT_RATELIMIT, min: 0.0, max: 500_000.0 },
+    unit: "µs",
+    doc: "minimum run before preemption; 0 = off (xen40: always off)",
+};
+/// `tick_migrate`: Xen rule 10 at the tick.
+pub const TICK_MIGRATE: ParamDoc = ParamDoc {
+    name: "tick_migrate",
+    kind: Kind::Bool { default: true },
+    unit: "",
+    doc: "tick may move a running vCPU to an idle pCPU in a less loaded memory domain",
+};
+/// `migration_delay_us`: the cache-hot window of stealing.
+pub const MIGRATION_DELAY: ParamDoc = ParamDoc {
+    name: "migration_delay_us",
+    kind: Kind::Us { default: DEFAULT_MIGRATION_DELAY, min: 0.0, max: 1_000_000.0 },
+    unit: "µs",
+    doc: "a vCPU that ran within this time is cache-hot and not stolen",
+};
+
+/// The tunables of `credit` / `xen40` (and of the co-schedulers built on it).
+pub const CREDIT_PARAMS: &[ParamDoc] = &[TSLICE, RATELIMIT, TICK_MIGRATE, MIGRATION_DELAY];
 
 impl CreditParams {
     /// Defaults for a profile.
@@ -127,7 +143,7 @@ impl CreditParams {
             tslice: DEFAULT_TSLICE,
             ratelimit: if profile == Profile::Xen40 { Nanos::ZERO } else { DEFAULT_RATELIMIT },
             profile,
-            tick_migrate: true,
+            tick_migrate: TICK_MIGRATE.default_bool(),
             migration_delay: DEFAULT_MIGRATION_DELAY,
         }
     }
@@ -139,19 +155,20 @@ impl CreditParams {
         params: &Params,
         docs: &'static [ParamDoc],
     ) -> Result<CreditParams, PolicyError> {
-        let d = CreditParams::defaults(profile);
+        let xen40 = profile == Profile::Xen40;
         let r = ParamReader::new(policy, params, docs)?;
-        let tslice = r.ms("tslice_ms", d.tslice, 1.0, 1000.0)?;
-        let ratelimit = r.us("ratelimit_us", d.ratelimit, 0.0, 500_000.0)?;
+        let tslice = r.duration(&TSLICE)?;
+        // xen40 has no ratelimit: a value given is checked, the default is 0.
+        let ratelimit = if xen40 && !r.is_set(&RATELIMIT) { Nanos::ZERO } else { r.duration(&RATELIMIT)? };
         if ratelimit > tslice {
             return Err(PolicyError { param: "ratelimit_us".into(), msg: "must not exceed the timeslice".into() });
         }
         Ok(CreditParams {
             tslice,
-            ratelimit: if profile == Profile::Xen40 { Nanos::ZERO } else { ratelimit },
+            ratelimit: if xen40 { Nanos::ZERO } else { ratelimit },
             profile,
-            tick_migrate: r.bool("tick_migrate", d.tick_migrate)?,
-            migration_delay: r.us("migration_delay_us", d.migration_delay, 0.0, 1_000_000.0)?,
+            tick_migrate: r.bool(&TICK_MIGRATE)?,
+            migration_delay: r.duration(&MIGRATION_DELAY)?,
         })
     }
 

@@ -55,7 +55,7 @@
 //! vruntime 0), no active balance of running tasks.
 
 use crate::dispatcher::{Dispatcher, Effects, Pick, SysView};
-use crate::params::{ParamDoc, ParamReader, PolicyError};
+use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
 use ampsched_model::spec::Params;
 use ampsched_model::{CpuId, DomainId, Nanos, TaskId, Topology};
 use rand::{Rng, SeedableRng};
@@ -94,20 +94,36 @@ pub struct FairParams {
 }
 
 /// Parameters of `fair` as shown by `ampsched policies`.
-pub const FAIR_PARAMS: &[ParamDoc] = &[
-    ParamDoc {
-        name: "sched_latency_ms",
-        default: "6",
-        doc: "targeted latency: period within which each runnable task runs, ms",
-    },
-    ParamDoc { name: "min_granularity_ms", default: "0.75", doc: "shortest slice, ms" },
-    ParamDoc {
-        name: "wakeup_granularity_ms",
-        default: "1",
-        doc: "vruntime lead a woken nice-0 task needs to preempt, ms",
-    },
-    ParamDoc { name: "balance_interval_ms", default: "4", doc: "period of the runqueue-length balancer, ms" },
-];
+pub const FAIR_PARAMS: &[ParamDoc] = &[SCHED_LATENCY, MIN_GRANULARITY, WAKEUP_GRANULARITY, BALANCE_INTERVAL];
+
+/// `sched_latency_ms` (CFS `sysctl_sched_latency`).
+const SCHED_LATENCY: ParamDoc = ParamDoc {
+    name: "sched_latency_ms",
+    kind: Kind::Ms { default: DEFAULT_SCHED_LATENCY, min: 0.1, max: 1000.0 },
+    unit: "ms",
+    doc: "targeted latency: period within which each runnable task runs",
+};
+/// `min_granularity_ms` (CFS `sysctl_sched_min_granularity`).
+const MIN_GRANULARITY: ParamDoc = ParamDoc {
+    name: "min_granularity_ms",
+    kind: Kind::Ms { default: DEFAULT_MIN_GRANULARITY, min: 0.01, max: 1000.0 },
+    unit: "ms",
+    doc: "shortest slice",
+};
+/// `wakeup_granularity_ms` (CFS `sysctl_sched_wakeup_granularity`).
+const WAKEUP_GRANULARITY: ParamDoc = ParamDoc {
+    name: "wakeup_granularity_ms",
+    kind: Kind::Ms { default: DEFAULT_WAKEUP_GRANULARITY, min: 0.0, max: 1000.0 },
+    unit: "ms",
+    doc: "vruntime lead a woken nice-0 task needs to preempt",
+};
+/// `balance_interval_ms`: the runqueue-length balancer's period.
+const BALANCE_INTERVAL: ParamDoc = ParamDoc {
+    name: "balance_interval_ms",
+    kind: Kind::Ms { default: DEFAULT_BALANCE_INTERVAL, min: 0.1, max: 10_000.0 },
+    unit: "ms",
+    doc: "period of the runqueue-length balancer",
+};
 
 impl Default for FairParams {
     fn default() -> Self {
@@ -123,13 +139,12 @@ impl Default for FairParams {
 impl FairParams {
     /// Read from scenario parameters.
     pub fn from_params(policy: &str, params: &Params) -> Result<FairParams, PolicyError> {
-        let d = FairParams::default();
         let r = ParamReader::new(policy, params, FAIR_PARAMS)?;
         let p = FairParams {
-            sched_latency: r.ms("sched_latency_ms", d.sched_latency, 0.1, 1000.0)?,
-            min_granularity: r.ms("min_granularity_ms", d.min_granularity, 0.01, 1000.0)?,
-            wakeup_granularity: r.ms("wakeup_granularity_ms", d.wakeup_granularity, 0.0, 1000.0)?,
-            balance_interval: r.ms("balance_interval_ms", d.balance_interval, 0.1, 10_000.0)?,
+            sched_latency: r.duration(&SCHED_LATENCY)?,
+            min_granularity: r.duration(&MIN_GRANULARITY)?,
+            wakeup_granularity: r.duration(&WAKEUP_GRANULARITY)?,
+            balance_interval: r.duration(&BALANCE_INTERVAL)?,
         };
         if p.min_granularity > p.sched_latency {
             return Err(PolicyError {

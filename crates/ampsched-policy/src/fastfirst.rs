@@ -29,7 +29,7 @@
 //! interval), which bounds how long a fast CPU can idle while a slower one
 //! has work.
 
-use crate::params::{ParamDoc, ParamReader, PolicyError};
+use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
 use crate::placer::{AffinityChange, Placer, Snapshot};
 use ampsched_model::spec::Params;
 use ampsched_model::{CpuId, CpuSet, Nanos, TaskId, Topology};
@@ -39,8 +39,15 @@ use std::collections::BTreeMap;
 pub const DEFAULT_INTERVAL: Nanos = Nanos::from_ms(4);
 
 /// Parameters of `fast-first` as shown by `ampsched policies`.
-pub const FAST_FIRST_PARAMS: &[ParamDoc] =
-    &[ParamDoc { name: "interval_ms", default: "4", doc: "how often idle fast CPUs take work from slower ones, ms" }];
+pub const FAST_FIRST_PARAMS: &[ParamDoc] = &[INTERVAL];
+
+/// `interval_ms`: the placer's period.
+const INTERVAL: ParamDoc = ParamDoc {
+    name: "interval_ms",
+    kind: Kind::Ms { default: DEFAULT_INTERVAL, min: 0.1, max: 60_000.0 },
+    unit: "ms",
+    doc: "how often idle fast CPUs take work from slower ones",
+};
 
 /// Counters of the fast-first placer.
 #[derive(Clone, Debug, Default)]
@@ -69,7 +76,7 @@ impl FastFirst {
     /// Read from scenario parameters.
     pub fn from_params(policy: &str, params: &Params) -> Result<FastFirst, PolicyError> {
         let r = ParamReader::new(policy, params, FAST_FIRST_PARAMS)?;
-        Ok(FastFirst::new(r.ms("interval_ms", DEFAULT_INTERVAL, 0.1, 60_000.0)?))
+        Ok(FastFirst::new(r.duration(&INTERVAL)?))
     }
 }
 

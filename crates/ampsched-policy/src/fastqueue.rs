@@ -50,8 +50,8 @@
 //! twice, every granted vCPU active; each token in exactly one queue.
 //! Determinism: vectors only, ties broken by ids.
 
-use crate::params::{ParamReader, PolicyError};
-use ampsched_model::spec::{ParamValue, Params, PriorityClass};
+use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
+use ampsched_model::spec::{ParamValue, PriorityClass};
 use ampsched_model::{CpuSet, DomainId, TaskId, Topology};
 
 /// Default low-parallelism threshold: 1 active vCPU (the paper).
@@ -99,14 +99,14 @@ pub struct FastQueueConfig {
 impl Default for FastQueueConfig {
     fn default() -> Self {
         FastQueueConfig {
-            fair_sharing: true,
-            aware_guests: true,
-            coarse_priorities: true,
-            low_parallelism: true,
+            fair_sharing: FAIR_SHARING.default_bool(),
+            aware_guests: AWARE_GUESTS.default_bool(),
+            coarse_priorities: COARSE_PRIORITIES.default_bool(),
+            low_parallelism: LOW_PARALLELISM.default_bool(),
             lowpar_threshold: DEFAULT_LOWPAR_THRESHOLD,
             lowpar_variant: LowParVariant::Threshold,
             share_unit: ShareUnit::Vcpu,
-            power_saving: false,
+            power_saving: POWER_SAVING.default_bool(),
         }
     }
 }
@@ -355,46 +355,116 @@ pub struct AashSwitches {
     pub fast: CpuSet,
 }
 
-/// Documentation of the shared switches, followed by `$extra` entries.
+/// Mechanism 1.
+pub const FAIR_SHARING: ParamDoc = ParamDoc {
+    name: "fair_sharing",
+    kind: Kind::Bool { default: true },
+    unit: "",
+    doc: "mechanism 1: fast credits go round-robin through the fast queue, n_fast vCPUs per period",
+};
+/// Mechanism 2.
+pub const FAST_NEVER_IDLE: ParamDoc = ParamDoc {
+    name: "fast_never_idle",
+    kind: Kind::Bool { default: true },
+    unit: "",
+    doc: "mechanism 2: an idle fast CPU steals (slow queues first) or pulls work before idling",
+};
+/// Mechanism 3.
+pub const AWARE_GUESTS: ParamDoc = ParamDoc {
+    name: "aware_guests",
+    kind: Kind::Bool { default: true },
+    unit: "",
+    doc: "mechanism 3: an aware guest's fast share goes to its declared fast vCPUs first",
+};
+/// Mechanism 4a.
+pub const COARSE_PRIORITIES: ParamDoc = ParamDoc {
+    name: "coarse_priorities",
+    kind: Kind::Bool { default: true },
+    unit: "",
+    doc: "mechanism 4a: domains of priority class high use the high-priority fast queue",
+};
+/// Mechanism 4b.
+pub const LOW_PARALLELISM: ParamDoc = ParamDoc {
+    name: "low_parallelism",
+    kind: Kind::Bool { default: true },
+    unit: "",
+    doc: "mechanism 4b: domains with few active vCPUs are raised (see lowpar_*)",
+};
+/// Mechanism 4b's threshold (the paper's 1).
+pub const LOWPAR_THRESHOLD: ParamDoc = ParamDoc {
+    name: "lowpar_threshold",
+    kind: Kind::Int { default: DEFAULT_LOWPAR_THRESHOLD as u64, min: 0, max: 4096 },
+    unit: "vCPUs",
+    doc: "active vCPUs at or below which a domain has low parallelism",
+};
+/// Mechanism 4b's variant.
+pub const LOWPAR_VARIANT: ParamDoc = ParamDoc {
+    name: "lowpar_variant",
+    kind: Kind::Choice { default: "threshold", allowed: &["threshold", "inverse-proportional"] },
+    unit: "",
+    doc: "threshold (high-priority queue) or inverse-proportional (share ∝ 1/active vCPUs)",
+};
+/// Mechanism 1's fairness unit.
+pub const SHARE_UNIT: ParamDoc = ParamDoc {
+    name: "share_unit",
+    kind: Kind::Choice { default: "vcpu", allowed: &["vcpu", "vm"] },
+    unit: "",
+    doc: "what gets an equal share of fast cycles",
+};
+/// The power-saving variant of mechanism 3.
+pub const POWER_SAVING: ParamDoc = ParamDoc {
+    name: "power_saving",
+    kind: Kind::Bool { default: false },
+    unit: "",
+    doc: "never map an aware guest's declared slow vCPUs to fast CPUs",
+};
+/// The fast CPUs.
+pub const FAST_CPUS: ParamDoc = ParamDoc {
+    name: "fast_cpus",
+    kind: Kind::CpuList { default: "(fastest class)" },
+    unit: "",
+    doc: "CPUs treated as fast, e.g. \"0\" (overhead experiment on an all-slow machine)",
+};
+
+/// The shared switches' declarations, after the `$extra` entries.
 macro_rules! aash_param_docs {
     ($($extra:expr),* $(,)?) => {
         &[
             $($extra,)*
-            $crate::params::ParamDoc { name: "fair_sharing", default: "true", doc: "mechanism 1: fast credits go round-robin through the fast queue, n_fast vCPUs per period" },
-            $crate::params::ParamDoc { name: "fast_never_idle", default: "true", doc: "mechanism 2: an idle fast CPU steals (slow queues first) or pulls work before idling" },
-            $crate::params::ParamDoc { name: "aware_guests", default: "true", doc: "mechanism 3: an aware guest's fast share goes to its declared fast vCPUs first" },
-            $crate::params::ParamDoc { name: "coarse_priorities", default: "true", doc: "mechanism 4a: domains of priority class high use the high-priority fast queue" },
-            $crate::params::ParamDoc { name: "low_parallelism", default: "true", doc: "mechanism 4b: domains with few active vCPUs are raised (see lowpar_*)" },
-            $crate::params::ParamDoc { name: "lowpar_threshold", default: "1", doc: "active vCPUs at or below which a domain has low parallelism" },
-            $crate::params::ParamDoc { name: "lowpar_variant", default: "threshold", doc: "threshold (high-priority queue) | inverse-proportional (share ∝ 1/active vCPUs)" },
-            $crate::params::ParamDoc { name: "share_unit", default: "vcpu", doc: "vcpu | vm: what gets an equal share of fast cycles" },
-            $crate::params::ParamDoc { name: "power_saving", default: "false", doc: "never map an aware guest's declared slow vCPUs to fast CPUs" },
-            $crate::params::ParamDoc { name: "fast_cpus", default: "(fastest class)", doc: "CPU list treated as fast, e.g. \"0\" (overhead experiment on an all-slow machine)" },
+            $crate::fastqueue::FAIR_SHARING,
+            $crate::fastqueue::FAST_NEVER_IDLE,
+            $crate::fastqueue::AWARE_GUESTS,
+            $crate::fastqueue::COARSE_PRIORITIES,
+            $crate::fastqueue::LOW_PARALLELISM,
+            $crate::fastqueue::LOWPAR_THRESHOLD,
+            $crate::fastqueue::LOWPAR_VARIANT,
+            $crate::fastqueue::SHARE_UNIT,
+            $crate::fastqueue::POWER_SAVING,
+            $crate::fastqueue::FAST_CPUS,
         ]
     };
 }
 pub(crate) use aash_param_docs;
 
 /// Read the shared switches (documented by `aash_param_docs!`).
-pub fn read_switches(r: &ParamReader, params: &Params, topo: &Topology) -> Result<AashSwitches, PolicyError> {
-    let d = FastQueueConfig::default();
+pub fn read_switches(r: &ParamReader, topo: &Topology) -> Result<AashSwitches, PolicyError> {
     let fq = FastQueueConfig {
-        fair_sharing: r.bool("fair_sharing", d.fair_sharing)?,
-        aware_guests: r.bool("aware_guests", d.aware_guests)?,
-        coarse_priorities: r.bool("coarse_priorities", d.coarse_priorities)?,
-        low_parallelism: r.bool("low_parallelism", d.low_parallelism)?,
-        lowpar_threshold: r.u64("lowpar_threshold", d.lowpar_threshold as u64, 0, 4096)? as u32,
-        lowpar_variant: match r.choice("lowpar_variant", "threshold", &["threshold", "inverse-proportional"])? {
+        fair_sharing: r.bool(&FAIR_SHARING)?,
+        aware_guests: r.bool(&AWARE_GUESTS)?,
+        coarse_priorities: r.bool(&COARSE_PRIORITIES)?,
+        low_parallelism: r.bool(&LOW_PARALLELISM)?,
+        lowpar_threshold: r.int(&LOWPAR_THRESHOLD)? as u32,
+        lowpar_variant: match r.choice(&LOWPAR_VARIANT)? {
             "threshold" => LowParVariant::Threshold,
             _ => LowParVariant::InverseProportional,
         },
-        share_unit: match r.choice("share_unit", "vcpu", &["vcpu", "vm"])? {
+        share_unit: match r.choice(&SHARE_UNIT)? {
             "vcpu" => ShareUnit::Vcpu,
             _ => ShareUnit::Vm,
         },
-        power_saving: r.bool("power_saving", d.power_saving)?,
+        power_saving: r.bool(&POWER_SAVING)?,
     };
-    let fast = match params.get("fast_cpus") {
+    let fast = match r.cpu_list(&FAST_CPUS) {
         None => topo.fast_cpus,
         Some(v) => {
             let s = match v {
@@ -418,7 +488,7 @@ pub fn read_switches(r: &ParamReader, params: &Params, topo: &Topology) -> Resul
             set
         }
     };
-    Ok(AashSwitches { fq, fast_never_idle: r.bool("fast_never_idle", true)?, fast })
+    Ok(AashSwitches { fq, fast_never_idle: r.bool(&FAST_NEVER_IDLE)?, fast })
 }
 
 #[cfg(test)]

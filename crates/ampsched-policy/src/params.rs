@@ -1,19 +1,151 @@
-//! Policy parameters: read from a scenario's `Params` map with defaults,
-//! ranges and a clear error for unknown names.
+//! Policy parameters: each policy declares its tunables once, in one table
+//! of [`ParamDoc`]s (name, type with default and range, unit, doc); the
+//! reader takes defaults and ranges from that declaration, and `ampsched
+//! policies` prints it. Unknown names are a clear error.
 
 use ampsched_model::spec::{ParamValue, Params};
 use ampsched_model::Nanos;
 use std::fmt;
 
-/// One documented parameter of a policy (shown by `ampsched policies`).
+/// A parameter's type, with its default and allowed range.
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    /// A duration written in milliseconds, read as [`Nanos`]; range in ms.
+    Ms {
+        /// Default.
+        default: Nanos,
+        /// Smallest allowed, ms.
+        min: f64,
+        /// Largest allowed, ms.
+        max: f64,
+    },
+    /// A duration written in microseconds, read as [`Nanos`]; range in µs.
+    Us {
+        /// Default.
+        default: Nanos,
+        /// Smallest allowed, µs.
+        min: f64,
+        /// Largest allowed, µs.
+        max: f64,
+    },
+    /// A number in a range.
+    Num {
+        /// Default.
+        default: f64,
+        /// Smallest allowed.
+        min: f64,
+        /// Largest allowed.
+        max: f64,
+    },
+    /// An integer in a range.
+    Int {
+        /// Default.
+        default: u64,
+        /// Smallest allowed.
+        min: u64,
+        /// Largest allowed.
+        max: u64,
+    },
+    /// `true` or `false`.
+    Bool {
+        /// Default.
+        default: bool,
+    },
+    /// One of a few words.
+    Choice {
+        /// Default.
+        default: &'static str,
+        /// The allowed words.
+        allowed: &'static [&'static str],
+    },
+    /// A CPU list such as `"0-1,4"`, read by the policy itself.
+    CpuList {
+        /// What applies when it is not given (text).
+        default: &'static str,
+    },
+}
+
+/// One tunable of a policy, declared once: what files write, its type,
+/// default and range, unit and doc. Read with [`ParamReader`]; shown by
+/// `ampsched policies`.
 #[derive(Clone, Copy, Debug)]
 pub struct ParamDoc {
     /// Name as written in files.
     pub name: &'static str,
-    /// Default, as text.
-    pub default: &'static str,
+    /// Type, default and range.
+    pub kind: Kind,
+    /// Unit of the written value (`ms`, `µs`, `%`, … or empty).
+    pub unit: &'static str,
     /// One-line description.
     pub doc: &'static str,
+}
+
+impl ParamDoc {
+    /// The type as shown to users.
+    pub fn type_name(&self) -> String {
+        match self.kind {
+            Kind::Ms { .. } | Kind::Us { .. } | Kind::Num { .. } => "number".into(),
+            Kind::Int { .. } => "integer".into(),
+            Kind::Bool { .. } => "bool".into(),
+            Kind::Choice { allowed, .. } => allowed.join("|"),
+            Kind::CpuList { .. } => "cpu list".into(),
+        }
+    }
+
+    /// The default as written in files.
+    pub fn default_text(&self) -> String {
+        match self.kind {
+            Kind::Ms { default, .. } => format!("{}", default.as_ms_f64()),
+            Kind::Us { default, .. } => format!("{}", default.0 as f64 / 1e3),
+            Kind::Num { default, .. } => format!("{default}"),
+            Kind::Int { default, .. } => format!("{default}"),
+            Kind::Bool { default } => format!("{default}"),
+            Kind::Choice { default, .. } | Kind::CpuList { default } => default.into(),
+        }
+    }
+
+    /// The allowed range as text (empty when the type says it all).
+    pub fn range_text(&self) -> String {
+        match self.kind {
+            Kind::Ms { min, max, .. } | Kind::Us { min, max, .. } | Kind::Num { min, max, .. } => {
+                format!("{min}..{max}")
+            }
+            Kind::Int { min, max, .. } => format!("{min}..{max}"),
+            _ => String::new(),
+        }
+    }
+
+    /// The default of a `Bool` parameter.
+    pub const fn default_bool(&self) -> bool {
+        match self.kind {
+            Kind::Bool { default } => default,
+            _ => panic!("not a bool parameter"),
+        }
+    }
+
+    /// The default of an `Ms` or `Us` parameter.
+    pub const fn default_nanos(&self) -> Nanos {
+        match self.kind {
+            Kind::Ms { default, .. } | Kind::Us { default, .. } => default,
+            _ => panic!("not a duration parameter"),
+        }
+    }
+
+    /// The default of an `Int` parameter.
+    pub const fn default_int(&self) -> u64 {
+        match self.kind {
+            Kind::Int { default, .. } => default,
+            _ => panic!("not an integer parameter"),
+        }
+    }
+
+    /// The default of a `Choice` parameter.
+    pub const fn default_choice(&self) -> &'static str {
+        match self.kind {
+            Kind::Choice { default, .. } => default,
+            _ => panic!("not a choice parameter"),
+        }
+    }
 }
 
 /// An error choosing or configuring a policy.
@@ -62,76 +194,93 @@ impl<'a> ParamReader<'a> {
         Ok(ParamReader { params, docs, policy })
     }
 
-    fn get(&self, name: &str) -> Option<&ParamValue> {
-        debug_assert!(self.docs.iter().any(|d| d.name == name), "{} reads undocumented {name}", self.policy);
-        self.params.get(name)
+    fn get(&self, p: &ParamDoc) -> Option<&ParamValue> {
+        debug_assert!(self.docs.iter().any(|d| d.name == p.name), "{} reads undeclared {}", self.policy, p.name);
+        self.params.get(p.name)
     }
 
-    /// A number in `[min, max]`.
-    pub fn f64(&self, name: &str, default: f64, min: f64, max: f64) -> Result<f64, PolicyError> {
-        match self.get(name) {
+    /// Whether `p` is given (not defaulted).
+    pub fn is_set(&self, p: &ParamDoc) -> bool {
+        self.get(p).is_some()
+    }
+
+    fn number(&self, p: &ParamDoc, default: f64, min: f64, max: f64) -> Result<f64, PolicyError> {
+        match self.get(p) {
             None => Ok(default),
             Some(v) => match v.as_f64() {
                 Some(x) if x >= min && x <= max => Ok(x),
                 _ => Err(PolicyError {
-                    param: name.into(),
+                    param: p.name.into(),
                     msg: format!("must be a number in [{min}, {max}], got {v:?}"),
                 }),
             },
         }
     }
 
-    /// An integer in `[min, max]`.
-    pub fn u64(&self, name: &str, default: u64, min: u64, max: u64) -> Result<u64, PolicyError> {
-        match self.get(name) {
+    /// A `Num` parameter.
+    pub fn num(&self, p: &ParamDoc) -> Result<f64, PolicyError> {
+        match p.kind {
+            Kind::Num { default, min, max } => self.number(p, default, min, max),
+            _ => panic!("{} is not a number parameter", p.name),
+        }
+    }
+
+    /// An `Int` parameter.
+    pub fn int(&self, p: &ParamDoc) -> Result<u64, PolicyError> {
+        let Kind::Int { default, min, max } = p.kind else { panic!("{} is not an integer parameter", p.name) };
+        match self.get(p) {
             None => Ok(default),
             Some(v) => match v.as_u64() {
                 Some(x) if x >= min && x <= max => Ok(x),
                 _ => Err(PolicyError {
-                    param: name.into(),
+                    param: p.name.into(),
                     msg: format!("must be an integer in [{min}, {max}], got {v:?}"),
                 }),
             },
         }
     }
 
-    /// A duration given in milliseconds, in `[min_ms, max_ms]`.
-    pub fn ms(&self, name: &str, default: Nanos, min_ms: f64, max_ms: f64) -> Result<Nanos, PolicyError> {
-        Ok(Nanos::from_ms_f64(self.f64(name, default.as_ms_f64(), min_ms, max_ms)?))
-    }
-
-    /// A duration given in microseconds, in `[min_us, max_us]`.
-    pub fn us(&self, name: &str, default: Nanos, min_us: f64, max_us: f64) -> Result<Nanos, PolicyError> {
-        Ok(Nanos::from_ms_f64(self.f64(name, default.0 as f64 / 1e3, min_us, max_us)? / 1e3))
-    }
-
-    /// A boolean.
-    pub fn bool(&self, name: &str, default: bool) -> Result<bool, PolicyError> {
-        match self.get(name) {
-            None => Ok(default),
-            Some(v) => v
-                .as_bool()
-                .ok_or_else(|| PolicyError { param: name.into(), msg: format!("must be true or false, got {v:?}") }),
+    /// An `Ms` (milliseconds) or `Us` (microseconds) parameter, as a duration.
+    pub fn duration(&self, p: &ParamDoc) -> Result<Nanos, PolicyError> {
+        match p.kind {
+            Kind::Ms { default, min, max } => Ok(Nanos::from_ms_f64(self.number(p, default.as_ms_f64(), min, max)?)),
+            Kind::Us { default, min, max } => {
+                Ok(Nanos::from_ms_f64(self.number(p, default.0 as f64 / 1e3, min, max)? / 1e3))
+            }
+            _ => panic!("{} is not a duration parameter", p.name),
         }
     }
 
-    /// One of `allowed` strings.
-    pub fn choice(
-        &self,
-        name: &str,
-        default: &'static str,
-        allowed: &[&'static str],
-    ) -> Result<&'static str, PolicyError> {
-        match self.get(name) {
+    /// A `Bool` parameter.
+    pub fn bool(&self, p: &ParamDoc) -> Result<bool, PolicyError> {
+        let default = p.default_bool();
+        match self.get(p) {
+            None => Ok(default),
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| PolicyError { param: p.name.into(), msg: format!("must be true or false, got {v:?}") }),
+        }
+    }
+
+    /// A `Choice` parameter: one of its allowed words.
+    pub fn choice(&self, p: &ParamDoc) -> Result<&'static str, PolicyError> {
+        let Kind::Choice { default, allowed } = p.kind else { panic!("{} is not a choice parameter", p.name) };
+        match self.get(p) {
             None => Ok(default),
             Some(v) => {
                 let s = v.as_str().unwrap_or("");
                 allowed.iter().find(|a| **a == s).copied().ok_or_else(|| PolicyError {
-                    param: name.into(),
+                    param: p.name.into(),
                     msg: format!("must be one of {}, got {v:?}", allowed.join(", ")),
                 })
             }
         }
+    }
+
+    /// The raw value of a `CpuList` parameter, if given (the policy parses it).
+    pub fn cpu_list(&self, p: &ParamDoc) -> Option<&ParamValue> {
+        debug_assert!(matches!(p.kind, Kind::CpuList { .. }), "{} is not a cpu-list parameter", p.name);
+        self.get(p)
     }
 }
 
@@ -139,7 +288,13 @@ impl<'a> ParamReader<'a> {
 mod tests {
     use super::*;
 
-    const DOCS: &[ParamDoc] = &[ParamDoc { name: "tslice_ms", default: "30", doc: "slice" }];
+    const TSLICE: ParamDoc = ParamDoc {
+        name: "tslice_ms",
+        kind: Kind::Ms { default: Nanos::from_ms(30), min: 1.0, max: 1000.0 },
+        unit: "ms",
+        doc: "slice",
+    };
+    const DOCS: &[ParamDoc] = &[TSLICE];
 
     #[test]
     fn unknown_and_out_of_range_parameters_are_named() {
@@ -152,7 +307,57 @@ mod tests {
         let mut p = Params::new();
         p.insert("tslice_ms".into(), ParamValue::Int(5000));
         let r = ParamReader::new("credit", &p, DOCS).unwrap();
-        let e = r.ms("tslice_ms", Nanos::from_ms(30), 1.0, 1000.0).unwrap_err();
+        let e = r.duration(&TSLICE).unwrap_err();
         assert!(e.msg.contains("[1, 1000]"), "{}", e.msg);
+    }
+
+    #[test]
+    fn defaults_and_ranges_come_from_the_declaration() {
+        // Absent: the declared 30 ms; given as 7.5 (ms): 7 500 000 ns.
+        let none = Params::new();
+        let r = ParamReader::new("credit", &none, DOCS).unwrap();
+        assert_eq!(r.duration(&TSLICE).unwrap(), Nanos::from_ms(30));
+        let mut p = Params::new();
+        p.insert("tslice_ms".into(), ParamValue::Float(7.5));
+        let r = ParamReader::new("credit", &p, DOCS).unwrap();
+        assert_eq!(r.duration(&TSLICE).unwrap(), Nanos(7_500_000));
+        assert_eq!((TSLICE.type_name().as_str(), TSLICE.default_text().as_str()), ("number", "30"));
+        assert_eq!(TSLICE.range_text(), "1..1000");
+    }
+
+    /// Every registered policy's table: unique names, a unit that matches a
+    /// duration's type, a default inside its range, a doc.
+    #[test]
+    fn every_declaration_is_consistent() {
+        for p in crate::registry::DISPATCHERS.iter().chain(crate::registry::PLACERS) {
+            for (i, d) in p.params.iter().enumerate() {
+                assert!(!p.params[..i].iter().any(|e| e.name == d.name), "{}: {} twice", p.name, d.name);
+                assert!(!d.doc.is_empty(), "{}: {} has no doc", p.name, d.name);
+                match d.kind {
+                    Kind::Ms { default, min, max } => {
+                        assert_eq!(d.unit, "ms", "{}", d.name);
+                        assert!(
+                            (min..=max).contains(&default.as_ms_f64()),
+                            "{}: {} default out of range",
+                            p.name,
+                            d.name
+                        );
+                    }
+                    Kind::Us { default, min, max } => {
+                        assert_eq!(d.unit, "µs", "{}", d.name);
+                        assert!(
+                            (min..=max).contains(&(default.0 as f64 / 1e3)),
+                            "{}: {} default out of range",
+                            p.name,
+                            d.name
+                        );
+                    }
+                    Kind::Num { default, min, max } => assert!((min..=max).contains(&default), "{}", d.name),
+                    Kind::Int { default, min, max } => assert!((min..=max).contains(&default), "{}", d.name),
+                    Kind::Choice { default, allowed } => assert!(allowed.contains(&default), "{}", d.name),
+                    Kind::Bool { .. } | Kind::CpuList { .. } => {}
+                }
+            }
+        }
     }
 }

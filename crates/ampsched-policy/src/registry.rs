@@ -4,7 +4,7 @@
 use crate::credit::{Credit, CreditParams, Profile, CREDIT_PARAMS};
 use crate::dispatcher::Dispatcher;
 use crate::noop::NoPlacer;
-use crate::params::{ParamDoc, ParamReader, PolicyError};
+use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
 use crate::placer::Placer;
 use ampsched_model::spec::Params;
 use ampsched_model::{Nanos, Topology};
@@ -83,7 +83,14 @@ pub const DISPATCHERS: &[PolicyInfo] = &[
 /// Default placer period: 30 ms, one credit accounting period.
 pub const DEFAULT_PLACER_PERIOD: Nanos = Nanos::from_ms(30);
 
-const NONE_PARAMS: &[ParamDoc] = &[ParamDoc { name: "period_ms", default: "30", doc: "sampling period, ms" }];
+/// `period_ms` of the `none` placer.
+const NONE_PERIOD: ParamDoc = ParamDoc {
+    name: "period_ms",
+    kind: Kind::Ms { default: DEFAULT_PLACER_PERIOD, min: 1.0, max: 60_000.0 },
+    unit: "ms",
+    doc: "sampling period",
+};
+const NONE_PARAMS: &[ParamDoc] = &[NONE_PERIOD];
 
 /// Every placer.
 pub const PLACERS: &[PolicyInfo] = &[
@@ -155,7 +162,7 @@ pub fn placer_by_name(name: &str, params: &Params, _topo: &Topology) -> Result<B
     match name {
         "none" => {
             let r = ParamReader::new(name, params, NONE_PARAMS)?;
-            Ok(Box::new(NoPlacer::new(r.ms("period_ms", DEFAULT_PLACER_PERIOD, 1.0, 60_000.0)?)))
+            Ok(Box::new(NoPlacer::new(r.duration(&NONE_PERIOD)?)))
         }
         "capability" => {
             let p = crate::capability::CapabilityParams::from_params(name, params)?;

@@ -98,7 +98,7 @@ fn simulate<'py>(
 }
 
 /// Every dispatcher and placer with its parameters, as JSON:
-/// `[{"kind", "name", "doc", "params": [{"name", "default", "doc"}]}]`.
+/// `[{"kind", "name", "doc", "params": [{"name", "type", "default", "unit", "range", "doc"}]}]`.
 #[pyfunction]
 fn policies_json() -> String {
     let mut out = Vec::new();
@@ -107,7 +107,10 @@ fn policies_json() -> String {
             let params: Vec<_> = p
                 .params
                 .iter()
-                .map(|d| serde_json::json!({"name": d.name, "default": d.default, "doc": d.doc}))
+                .map(|d| {
+                    serde_json::json!({"name": d.name, "type": d.type_name(), "default": d.default_text(),
+                        "unit": d.unit, "range": d.range_text(), "doc": d.doc})
+                })
                 .collect();
             out.push(serde_json::json!({"kind": kind, "name": p.name, "doc": p.doc, "params": params}));
         }

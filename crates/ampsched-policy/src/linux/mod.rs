@@ -108,7 +108,7 @@ pub mod pelt;
 mod tests;
 
 use crate::dispatcher::{Dispatcher, Effects, Pick, SysView};
-use crate::params::{ParamDoc, ParamReader, PolicyError};
+use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
 use ampsched_model::spec::Params;
 use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, RtLoad, TaskId, Topology};
 use balance::Level;
@@ -144,28 +144,60 @@ pub struct LinuxParams {
     pub capacity_from_speed: bool,
 }
 
-/// Parameters of `linux` as shown by `ampsched policies`.
-pub const LINUX_PARAMS: &[ParamDoc] = &[
-    ParamDoc {
-        name: "base_slice_ms",
-        default: "0.75 × (1 + log2 min(CPUs, 8))",
-        doc: "EEVDF base slice (sysctl_sched_base_slice, scaled), ms",
-    },
-    ParamDoc { name: "tick_ms", default: "4", doc: "scheduler tick (1/HZ), ms" },
-    ParamDoc {
-        name: "run_to_parity",
-        default: "true",
-        doc: "a running task keeps the CPU against wake-ups until its deadline",
-    },
-    ParamDoc { name: "imbalance_pct", default: "117", doc: "load-balance threshold of every domain, %" },
-    ParamDoc { name: "migration_cost_ms", default: "0.5", doc: "a task that ran this recently is cache-hot, ms" },
-    ParamDoc { name: "busy_factor", default: "16", doc: "balance interval multiplier on a busy CPU" },
-    ParamDoc {
-        name: "capacity",
-        default: "speed",
-        doc: "original capacities: `speed` (declared, 1024 × speed / fastest) or `equal` (all 1024)",
-    },
-];
+/// `base_slice_ms` (`sysctl_sched_base_slice`). Declared unscaled; when not
+/// given it is scaled by 1 + log2 min(CPUs, 8), as the kernel does at boot.
+pub const BASE_SLICE: ParamDoc = ParamDoc {
+    name: "base_slice_ms",
+    kind: Kind::Ms { default: BASE_SLICE_UNSCALED, min: 0.05, max: 1000.0 },
+    unit: "ms",
+    doc: "EEVDF base slice (sysctl_sched_base_slice); default scaled by 1 + log2 min(CPUs, 8)",
+};
+/// `tick_ms` (1/HZ).
+pub const TICK: ParamDoc = ParamDoc {
+    name: "tick_ms",
+    kind: Kind::Ms { default: DEFAULT_TICK, min: 0.1, max: 100.0 },
+    unit: "ms",
+    doc: "scheduler tick (1/HZ)",
+};
+/// `run_to_parity` (the RUN_TO_PARITY feature).
+pub const RUN_TO_PARITY: ParamDoc = ParamDoc {
+    name: "run_to_parity",
+    kind: Kind::Bool { default: true },
+    unit: "",
+    doc: "a running task keeps the CPU against wake-ups until its deadline",
+};
+/// `imbalance_pct` (`sd->imbalance_pct` of the MC/PKG domains).
+pub const IMBALANCE_PCT: ParamDoc = ParamDoc {
+    name: "imbalance_pct",
+    kind: Kind::Int { default: 117, min: 101, max: 1000 },
+    unit: "%",
+    doc: "load-balance threshold of every domain",
+};
+/// `migration_cost_ms` (`sysctl_sched_migration_cost`).
+pub const MIGRATION_COST: ParamDoc = ParamDoc {
+    name: "migration_cost_ms",
+    kind: Kind::Ms { default: DEFAULT_MIGRATION_COST, min: 0.0, max: 1000.0 },
+    unit: "ms",
+    doc: "a task that ran this recently is cache-hot",
+};
+/// `busy_factor` (`sd->busy_factor`).
+pub const BUSY_FACTOR: ParamDoc = ParamDoc {
+    name: "busy_factor",
+    kind: Kind::Int { default: 16, min: 1, max: 1000 },
+    unit: "",
+    doc: "balance interval multiplier on a busy CPU",
+};
+/// `capacity`: where original capacities come from.
+pub const CAPACITY: ParamDoc = ParamDoc {
+    name: "capacity",
+    kind: Kind::Choice { default: "speed", allowed: &["speed", "equal"] },
+    unit: "",
+    doc: "original capacities: `speed` (declared, 1024 × speed / fastest) or `equal` (all 1024)",
+};
+
+/// The tunables of `linux` (shown by `ampsched policies`).
+pub const LINUX_PARAMS: &[ParamDoc] =
+    &[BASE_SLICE, TICK, RUN_TO_PARITY, IMBALANCE_PCT, MIGRATION_COST, BUSY_FACTOR, CAPACITY];
 
 impl LinuxParams {
     /// Defaults for a machine of `ncpus` CPUs.
@@ -174,11 +206,11 @@ impl LinuxParams {
         LinuxParams {
             base_slice: Nanos(BASE_SLICE_UNSCALED.0 * factor),
             tick: DEFAULT_TICK,
-            run_to_parity: true,
-            imbalance_pct: 117,
+            run_to_parity: RUN_TO_PARITY.default_bool(),
+            imbalance_pct: IMBALANCE_PCT.default_int(),
             migration_cost: DEFAULT_MIGRATION_COST,
-            busy_factor: 16,
-            capacity_from_speed: true,
+            busy_factor: BUSY_FACTOR.default_int(),
+            capacity_from_speed: CAPACITY.default_choice() == "speed",
         }
     }
 
@@ -187,13 +219,13 @@ impl LinuxParams {
         let d = LinuxParams::defaults(topo.ncpus());
         let r = ParamReader::new(policy, params, LINUX_PARAMS)?;
         Ok(LinuxParams {
-            base_slice: r.ms("base_slice_ms", d.base_slice, 0.05, 1000.0)?,
-            tick: r.ms("tick_ms", d.tick, 0.1, 100.0)?,
-            run_to_parity: r.bool("run_to_parity", d.run_to_parity)?,
-            imbalance_pct: r.u64("imbalance_pct", d.imbalance_pct, 101, 1000)?,
-            migration_cost: r.ms("migration_cost_ms", d.migration_cost, 0.0, 1000.0)?,
-            busy_factor: r.u64("busy_factor", d.busy_factor, 1, 1000)?,
-            capacity_from_speed: r.choice("capacity", "speed", &["speed", "equal"])? == "speed",
+            base_slice: if r.is_set(&BASE_SLICE) { r.duration(&BASE_SLICE)? } else { d.base_slice },
+            tick: r.duration(&TICK)?,
+            run_to_parity: r.bool(&RUN_TO_PARITY)?,
+            imbalance_pct: r.int(&IMBALANCE_PCT)?,
+            migration_cost: r.duration(&MIGRATION_COST)?,
+            busy_factor: r.int(&BUSY_FACTOR)?,
+            capacity_from_speed: r.choice(&CAPACITY)? == "speed",
         })
     }
 }
