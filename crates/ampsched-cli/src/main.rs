@@ -217,6 +217,9 @@ fn cmd_sim(a: SimArgs) -> Result<(), String> {
         vars.insert(k, v);
     }
     let sc = Scenario::load_with(&a.path, &lib, &vars).map_err(|e| e.to_string())?;
+    for w in &sc.warnings {
+        eprintln!("ampsched: {w}");
+    }
     sim_scenario(&sc, a)
 }
 

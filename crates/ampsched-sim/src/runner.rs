@@ -10,8 +10,8 @@ use crate::results::RunResult;
 use crate::scenario::{Scenario, ScenarioError};
 use crate::trace::TraceOptions;
 use ampsched_model::spec::PolicySpec;
+use rayon::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// One run to do: a scenario, a seed and optional policy overrides.
 #[derive(Clone)]
@@ -32,33 +32,29 @@ pub fn run_one(job: &Job) -> Result<RunResult, ScenarioError> {
     Ok(Sim::new(cfg).run())
 }
 
-/// Run jobs on `threads` worker threads (0 = all cores); `progress(done, total)`
-/// is called after each job. Results come back in job order.
+/// Run jobs on `threads` worker threads (0 = all cores) of a rayon pool;
+/// `progress(done, total)` is called after each job. Results come back in
+/// job order (rayon's indexed `collect`).
 pub fn run_all<F>(jobs: &[Job], threads: usize, progress: F) -> Vec<Result<RunResult, ScenarioError>>
 where
     F: Fn(usize, usize) + Sync,
 {
     let n = jobs.len();
-    let threads =
-        if threads == 0 { std::thread::available_parallelism().map(|x| x.get()).unwrap_or(1) } else { threads };
-    let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let slots: Vec<Mutex<Option<Result<RunResult, ScenarioError>>>> = (0..n).map(|_| Mutex::new(None)).collect();
-    std::thread::scope(|s| {
-        for _ in 0..threads.min(n.max(1)) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                if i >= n {
-                    break;
-                }
-                let r = run_one(&jobs[i]);
-                *slots[i].lock().expect("slot") = Some(r);
-                let d = done.fetch_add(1, Ordering::SeqCst) + 1;
-                progress(d, n);
-            });
-        }
-    });
-    slots.into_iter().map(|m| m.into_inner().expect("slot").expect("every job ran")).collect()
+    let run = || {
+        jobs.par_iter()
+            .map(|j| {
+                let r = run_one(j);
+                progress(done.fetch_add(1, Ordering::SeqCst) + 1, n);
+                r
+            })
+            .collect()
+    };
+    // num_threads(0) is rayon's default: one thread per core.
+    match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+        Ok(pool) => pool.install(run),
+        Err(_) => run(), // no new threads to be had: the global pool
+    }
 }
 
 /// Run one job with a trace: its results (equal to an untraced run's) and the trace bytes.

@@ -215,3 +215,22 @@ fn errors_name_the_scenario_field_the_json_file_and_the_event() {
     let e = Scenario::load(&dir.join("s2.toml"), &Library::builtin()).unwrap_err().to_string();
     assert!(e.contains("cannot read rt-app file") && e.contains("missing.json"), "{e}");
 }
+
+#[test]
+fn an_ignored_global_key_reaches_the_scenario_as_a_warning() {
+    let p = files(
+        "warn",
+        ONE_SLOW,
+        "stop = { max_s = 1 }",
+        1,
+        r#"{ "global": { "frag": 1 }, "tasks": { "t": { "loop": 1, "run": 100 } } }"#,
+    );
+    let sc = load(&p);
+    assert_eq!(sc.warnings.len(), 1, "{:?}", sc.warnings);
+    let w = &sc.warnings[0];
+    assert!(w.contains("w.json:1:") && w.contains("field `global.frag`") && w.contains("ignored"), "{w}");
+    assert!(w.ends_with("(rt-app file of `domain[0].workload.rtapp`)"), "{w}");
+    // A file without unknown keys: no warning.
+    let q = files("nowarn", ONE_SLOW, "", 1, r#"{ "tasks": { "t": { "loop": 1, "run": 100 } } }"#);
+    assert!(load(&q).warnings.is_empty());
+}

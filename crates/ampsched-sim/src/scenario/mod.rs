@@ -65,6 +65,10 @@ pub struct Scenario {
     pub stats_interval: Nanos,
     /// Timed domain changes, sorted by time.
     pub events: Vec<(Nanos, DomainId, DomainChange)>,
+    /// What was read but ignored (an rt-app file's unknown `global` keys,
+    /// which rt-app ignores too), one line each naming file and field; the
+    /// CLI prints them to stderr.
+    pub warnings: Vec<String>,
     text: String,
 }
 
@@ -126,8 +130,11 @@ impl Scenario {
         let at = |path: &str, msg: String| error_at(text, file, path, msg);
         let me = |e: ModelError| at(&e.path, e.msg);
         let topo = build_topology(&spec).map_err(me)?;
-        let mut rt =
-            RtAppCtx { base: Path::new(file).parent().map(Path::to_path_buf).unwrap_or_default(), duration: None };
+        let mut rt = RtAppCtx {
+            base: Path::new(file).parent().map(Path::to_path_buf).unwrap_or_default(),
+            duration: None,
+            warnings: Vec::new(),
+        };
         let (domains, tasks) = build_domains(&spec, &topo, lib, &mut rt).map_err(me)?;
         let dispatcher = spec.dispatcher.clone().unwrap_or(PolicySpec { name: "credit".into(), params: Params::new() });
         let placer = spec.placer.clone().unwrap_or(PolicySpec { name: "none".into(), params: Params::new() });
@@ -189,6 +196,7 @@ impl Scenario {
             dispatcher,
             placer,
             spec,
+            warnings: rt.warnings,
             text: text.to_string(),
         })
     }
@@ -388,6 +396,8 @@ fn affinity_of(s: &Option<String>, path: String, topo: &Topology) -> Result<CpuS
 struct RtAppCtx {
     base: std::path::PathBuf,
     duration: Option<Nanos>,
+    /// The rt-app files' warnings, with the workload field that named the file.
+    warnings: Vec<String>,
 }
 
 /// The programs of an rt-app file for `threads` vCPUs (extra vCPUs stay idle).
@@ -422,6 +432,7 @@ fn rtapp_programs(
         ));
     }
     rt.duration = rt.duration.max(app.duration);
+    rt.warnings.extend(app.warnings.iter().map(|w| format!("warning: {w} (rt-app file of `{p}`)")));
     let mut progs: Vec<Program> = app.threads.into_iter().map(|t| t.program).collect();
     progs.resize(threads as usize, Program::idle());
     Ok(progs)
