@@ -27,8 +27,9 @@
 //! ledger cannot silently lose a row when an experiment changes.
 
 use crate::experiment::Experiment;
+pub use crate::report::LedgerRow;
 use crate::report::{cell, Row, Section, Table};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 /// The kind of a published figure, which decides its band.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -122,27 +123,6 @@ fn all() -> String {
 struct LedgerFile {
     #[serde(default)]
     claim: Vec<Claim>,
-}
-
-/// One row of the ledger (`summary.json` → `ledger`).
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct LedgerRow {
-    /// The claim.
-    pub claim: String,
-    /// Experiment name.
-    pub experiment: String,
-    /// The published figure as stated.
-    pub published: String,
-    /// Mean of our values over seeds.
-    pub ours_mean: f64,
-    /// Smallest seed value.
-    pub ours_min: f64,
-    /// Largest seed value.
-    pub ours_max: f64,
-    /// The band, as text.
-    pub band: String,
-    /// Whether our values are within the band.
-    pub within_band: bool,
 }
 
 impl Claim {

@@ -152,14 +152,14 @@ pub struct Report {
     /// Summary rows (`summary.json`).
     pub rows: Vec<Row>,
     /// The ledger against the published figures (`summary.json` → `ledger`).
-    pub ledger: Vec<crate::ledger::LedgerRow>,
+    pub ledger: Vec<LedgerRow>,
 }
 
 #[derive(Serialize)]
 struct SummaryFile<'a> {
     schema: &'static str,
     title: &'a str,
-    ledger: &'a [crate::ledger::LedgerRow],
+    ledger: &'a [LedgerRow],
     rows: &'a [Row],
 }
 
@@ -330,6 +330,27 @@ pub fn cell(v: f64, decimals: usize) -> String {
 /// Format "mean ± stdev" for a table cell.
 pub fn cell_pm(s: &Stat, decimals: usize) -> String {
     format!("{} ± {}", cell(s.mean, decimals), cell(s.stdev, decimals))
+}
+
+/// One row of the ledger (`summary.json` → `ledger`), built by `crate::ledger`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LedgerRow {
+    /// The claim.
+    pub claim: String,
+    /// Experiment name.
+    pub experiment: String,
+    /// The published figure as stated.
+    pub published: String,
+    /// Mean of our values over seeds.
+    pub ours_mean: f64,
+    /// Smallest seed value.
+    pub ours_min: f64,
+    /// Largest seed value.
+    pub ours_max: f64,
+    /// The band, as text.
+    pub band: String,
+    /// Whether our values are within the band.
+    pub within_band: bool,
 }
 
 #[cfg(test)]

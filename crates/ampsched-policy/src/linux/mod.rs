@@ -103,6 +103,7 @@
 //! the ticks of every busy CPU (fair or RT) are run from it.
 
 pub mod balance;
+pub mod domains;
 pub mod pelt;
 #[cfg(test)]
 mod tests;
@@ -111,7 +112,8 @@ use crate::dispatcher::{Dispatcher, Effects, Pick, SysView};
 use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
 use ampsched_model::spec::Params;
 use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, RtLoad, TaskId, Topology};
-use balance::Level;
+pub use domains::capacity_greater;
+use domains::Level;
 use pelt::{Pelt, SCALE};
 
 /// Nice-0 load weight (`NICE_0_LOAD` after `scale_load_down`).
@@ -349,11 +351,6 @@ pub fn fits_capacity(util: u64, cap: u64) -> bool {
     util * 1280 < cap * 1024
 }
 
-/// `capacity_greater`: `a` exceeds `b` by more than ~5 %.
-pub fn capacity_greater(a: u64, b: u64) -> bool {
-    a * 1024 > b * 1078
-}
-
 impl Linux {
     /// A linux dispatcher for `topo` (its RT loads included).
     pub fn new(p: LinuxParams, topo: &Topology) -> Linux {
@@ -383,7 +380,7 @@ impl Linux {
             }
         }
         let llc: Vec<CpuSet> = (0..n).map(|c| topo.mem_domains[topo.cpus[c].mem_domain as usize]).collect();
-        let levels = balance::build_levels(topo, &cap_orig);
+        let levels = domains::build_levels(topo, &cap_orig);
         let nl = levels.len();
         let rq = (0..n)
             .map(|c| Rq {

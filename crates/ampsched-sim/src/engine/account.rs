@@ -10,6 +10,7 @@
 //! or placer bridges, the interpreter, or statistics output.
 
 use super::clock::Ev;
+use super::fixed;
 use super::task::{Act, St};
 use super::Sim;
 use ampsched_model::{CpuId, Nanos, TaskId};
@@ -51,7 +52,7 @@ impl Sim {
         tk.period_run[cpu.class] += dt;
         self.series.run[tk.domain.idx()][cpu.class] += dt;
         match tk.act {
-            Act::Compute => tk.advance_compute(dt, cpu.speed, cpu.noise),
+            Act::Compute => tk.advance_compute(dt, fixed::cost(cpu.speed, tk.mem), cpu.avail),
             Act::Spin { .. } => {
                 tk.spin_ns += dt;
                 tk.spin_used += Nanos(dt);
@@ -80,7 +81,7 @@ impl Sim {
                     tk.mig_local += 1;
                 }
                 self.series.mig[tk.domain.idx()] += 1;
-                let cost = self.topo.cache.refill_cost(tk.ws_kb, tk.overlap, across).0 as f64;
+                let cost = fixed::amount(self.topo.cache.refill_cost(tk.ws_kb, tk.overlap, across).0);
                 tk.refill_left = tk.refill_left.max(cost);
             }
         }
@@ -96,7 +97,7 @@ impl Sim {
         let cpu = &self.cpus[c.idx()];
         match tk.act {
             Act::Compute => {
-                let at = self.now + tk.compute_wall(cpu.speed, cpu.noise);
+                let at = self.now + tk.compute_wall(fixed::cost(cpu.speed, tk.mem), cpu.avail);
                 self.push(at, Ev::OpDone(t, g));
             }
             Act::Spin { limit: Some(l) } => {

@@ -3,14 +3,39 @@
 //! total and since the placer's last period; and the machine-wide "a fast
 //! CPU idles while a slow one is busy" time.
 //!
-//! Units: nanoseconds of wall time; noise is the share of a CPU's time that
-//! is stolen (it counts neither as busy nor idle).
+//! Units: times are fixed-point amounts of wall time (`engine::fixed`),
+//! rounded to whole ns only in results and placer snapshots; noise is the
+//! share of a CPU's time that is stolen (it counts neither as busy nor idle).
 //!
-//! May import: the model (`CpuInfo`, `NoiseSpec`). Must never import the
+//! May import: the model (`CpuInfo`, `NoiseSpec`) and `engine::fixed`. Must never import the
 //! event loop, tasks, the dispatcher or placer bridges: the engine tells a
 //! CPU when its state changes; this room only keeps its books.
 
-use ampsched_model::{CpuInfo, Nanos, NoiseSpec, TaskId};
+use super::fixed::{amount, share};
+use ampsched_model::{CpuInfo, Nanos, NoiseSpec, TaskId, Topology};
+
+/// The machine as the engine runs it for `disp`: a dispatcher with an RT
+/// class (`Dispatcher::models_rt_load`, e.g. `linux`) runs the RT loads
+/// itself; for the others each RT load becomes constant noise of its duty
+/// (spin / period) on its CPU, combined with the CPU's own noise as
+/// independent shares (1 − (1 − n)(1 − duty)).
+pub(super) fn rt_loads_for(mut topo: Topology, models_rt: bool) -> Topology {
+    if models_rt {
+        return topo;
+    }
+    for r in std::mem::take(&mut topo.rt_loads) {
+        let both = |n: f64| 1.0 - (1.0 - n) * (1.0 - r.duty());
+        let c = &mut topo.cpus[r.cpu.idx()];
+        c.noise = match c.noise.clone() {
+            NoiseSpec::None => NoiseSpec::Constant { fraction: r.duty() },
+            NoiseSpec::Constant { fraction } => NoiseSpec::Constant { fraction: both(fraction) },
+            NoiseSpec::Bursty { fraction_on, fraction_off, on, off, random } => {
+                NoiseSpec::Bursty { fraction_on: both(fraction_on), fraction_off: both(fraction_off), on, off, random }
+            }
+        };
+    }
+    topo
+}
 
 /// One simulated CPU.
 pub(super) struct Cpu {
@@ -26,21 +51,24 @@ pub(super) struct Cpu {
     /// This CPU's slice end was put behind a compute completing at the same instant.
     pub(super) slice_deferred: bool,
     pub(super) resched_pending: bool,
+    /// Share of its time noise steals (as configured; see `avail`).
     pub(super) noise: f64,
+    /// Share of its time left to the task: 1 − `noise`, fixed-point.
+    pub(super) avail: u64,
     pub(super) noise_on: bool,
     pub(super) acc_since: Nanos,
-    pub(super) busy: f64,
-    pub(super) idle: f64,
-    pub(super) noise_t: f64,
-    pub(super) p_busy: f64,
-    pub(super) p_idle: f64,
-    pub(super) p_noise: f64,
+    pub(super) busy: u128,
+    pub(super) idle: u128,
+    pub(super) noise_t: u128,
+    pub(super) p_busy: u128,
+    pub(super) p_idle: u128,
+    pub(super) p_noise: u128,
 }
 
 impl Cpu {
     /// A CPU as configured (`fast`: of the fast class on an asymmetric machine).
     pub(super) fn new(c: &CpuInfo, fast: bool) -> Cpu {
-        Cpu {
+        let mut cpu = Cpu {
             class: c.class,
             speed: c.speed,
             fast,
@@ -50,38 +78,48 @@ impl Cpu {
             tick_armed: false,
             slice_deferred: false,
             resched_pending: false,
-            noise: match c.noise {
-                NoiseSpec::None => 0.0,
-                NoiseSpec::Constant { fraction } => fraction,
-                NoiseSpec::Bursty { fraction_off, .. } => fraction_off,
-            },
+            noise: 0.0,
+            avail: 0,
             noise_on: false,
             acc_since: Nanos::ZERO,
-            busy: 0.0,
-            idle: 0.0,
-            noise_t: 0.0,
-            p_busy: 0.0,
-            p_idle: 0.0,
-            p_noise: 0.0,
-        }
+            busy: 0,
+            idle: 0,
+            noise_t: 0,
+            p_busy: 0,
+            p_idle: 0,
+            p_noise: 0,
+        };
+        cpu.set_noise(match c.noise {
+            NoiseSpec::None => 0.0,
+            NoiseSpec::Constant { fraction } => fraction,
+            NoiseSpec::Bursty { fraction_off, .. } => fraction_off,
+        });
+        cpu
+    }
+
+    /// Noise now steals `fraction` of this CPU's time.
+    pub(super) fn set_noise(&mut self, fraction: f64) {
+        self.noise = fraction;
+        self.avail = share(1.0 - fraction);
     }
 
     /// Account this CPU's time up to `now` as busy or idle (less noise).
     pub(super) fn flush(&mut self, now: Nanos) {
-        let dt = (now - self.acc_since).0 as f64;
-        if dt == 0.0 {
+        let dt = (now - self.acc_since).0;
+        if dt == 0 {
             return;
         }
         self.acc_since = now;
-        let n = dt * self.noise;
+        let left = dt as u128 * self.avail as u128;
+        let n = amount(dt) - left;
         self.noise_t += n;
         self.p_noise += n;
         if self.curr.is_some() {
-            self.busy += dt - n;
-            self.p_busy += dt - n;
+            self.busy += left;
+            self.p_busy += left;
         } else {
-            self.idle += dt - n;
-            self.p_idle += dt - n;
+            self.idle += left;
+            self.p_idle += left;
         }
     }
 }

@@ -12,30 +12,7 @@ use super::clock::{Ev, Pending};
 use super::interp::Outcome;
 use super::task::{Act, St};
 use super::Sim;
-use ampsched_model::{CpuId, Nanos, NoiseSpec, TaskId, Topology};
-
-/// The machine as the engine runs it for `disp`: a dispatcher with an RT
-/// class (`Dispatcher::models_rt_load`, e.g. `linux`) runs the RT loads
-/// itself; for the others each RT load becomes constant noise of its duty
-/// (spin / period) on its CPU, combined with the CPU's own noise as
-/// independent shares (1 − (1 − n)(1 − duty)).
-pub(super) fn rt_loads_for(mut topo: Topology, models_rt: bool) -> Topology {
-    if models_rt {
-        return topo;
-    }
-    for r in std::mem::take(&mut topo.rt_loads) {
-        let both = |n: f64| 1.0 - (1.0 - n) * (1.0 - r.duty());
-        let c = &mut topo.cpus[r.cpu.idx()];
-        c.noise = match c.noise.clone() {
-            NoiseSpec::None => NoiseSpec::Constant { fraction: r.duty() },
-            NoiseSpec::Constant { fraction } => NoiseSpec::Constant { fraction: both(fraction) },
-            NoiseSpec::Bursty { fraction_on, fraction_off, on, off, random } => {
-                NoiseSpec::Bursty { fraction_on: both(fraction_on), fraction_off: both(fraction_off), on, off, random }
-            }
-        };
-    }
-    topo
-}
+use ampsched_model::{CpuId, Nanos, TaskId};
 
 /// A `SysView` over the engine's fields (a macro so the borrow is per field).
 macro_rules! view {

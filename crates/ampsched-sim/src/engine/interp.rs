@@ -10,6 +10,7 @@
 //! Must never import the placer bridge or statistics.
 
 use super::clock::{Ev, Pending};
+use super::fixed;
 use super::random;
 use super::sync::SyncKey;
 use super::task::{Act, St};
@@ -31,7 +32,7 @@ impl Sim {
     /// compute op, or a chunk of a parallel loop.
     pub(super) fn start_compute(&mut self, t: TaskId, work: u64, mem: f64, ws_kb: u32, overlap: f64) -> Outcome {
         let tk = &mut self.tasks[t.idx()];
-        tk.work_left = work as f64;
+        tk.work_left = fixed::amount(work);
         tk.mem = mem;
         tk.ws_kb = ws_kb;
         tk.overlap = overlap;

@@ -23,7 +23,7 @@
 //! module graph is a DAG, checked by `scripts/check-module-dag.py`):
 //! - bottom rooms, which know nothing of `Sim`: `config` (what a run is
 //!   configured with), `clock` (the event queue and same-instant FIFO),
-//!   `random` (seeded sampling), `task` (task state and work accounting),
+//!   `random` (seeded sampling), `fixed` (fixed-point amounts), `task` (task state and work accounting),
 //!   `cpu` (CPU time accounting), `sync` (sync objects), `series`
 //!   (statistics accumulators);
 //! - this module: the `Sim` state, the event loop and event handling;
@@ -44,6 +44,7 @@ mod config;
 mod cpu;
 #[macro_use]
 mod dispatch;
+mod fixed;
 mod interp;
 mod place;
 mod random;
@@ -108,7 +109,7 @@ pub struct Sim {
 impl Sim {
     /// Build a simulation from its configuration.
     pub fn new(cfg: SimConfig) -> Sim {
-        let topo = dispatch::rt_loads_for(cfg.topo, cfg.dispatcher.models_rt_load());
+        let topo = cpu::rt_loads_for(cfg.topo, cfg.dispatcher.models_rt_load());
         let nclass = topo.classes.len();
         let mut group_size = Vec::new();
         for t in cfg.tasks.iter().filter(|t| t.program.ops.first() != Some(&Op::End)) {
@@ -271,7 +272,7 @@ impl Sim {
                     if !std::mem::take(&mut cpu.slice_deferred) {
                         self.settle(t);
                         let tk = &self.tasks[t.idx()];
-                        if tk.act == Act::Compute && tk.work_left == 0.0 {
+                        if tk.act == Act::Compute && tk.work_left == 0 {
                             let cpu = &mut self.cpus[c.idx()];
                             cpu.slice_deferred = true;
                             cpu.slice_ev_at = self.now;
@@ -297,7 +298,7 @@ impl Sim {
                     Act::Compute => {
                         let tk = &mut self.tasks[t.idx()];
                         // Refill still owed (a short segment) carries over to the next one.
-                        tk.work_left = 0.0;
+                        tk.work_left = 0;
                         tk.act = Act::Ready;
                         tk.computes_done += 1;
                         if !matches!(tk.prog.ops[tk.pc as usize], Op::ParFor { .. }) {
@@ -333,7 +334,7 @@ impl Sim {
                 let on = !self.cpus[ci].noise_on;
                 self.cpus[ci].noise_on = on;
                 if let NoiseSpec::Bursty { fraction_on, fraction_off, .. } = self.topo.cpus[ci].noise {
-                    self.cpus[ci].noise = if on { fraction_on } else { fraction_off };
+                    self.cpus[ci].set_noise(if on { fraction_on } else { fraction_off });
                 }
                 if let Some(t) = self.cpus[ci].curr {
                     self.replan(t);

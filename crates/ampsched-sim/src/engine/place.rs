@@ -7,6 +7,7 @@
 //! Must never import the interpreter or statistics.
 
 use super::clock::Ev;
+use super::fixed;
 use super::task::St;
 use super::Sim;
 use ampsched_model::{CpuId, DomainId, Nanos, TaskId};
@@ -45,9 +46,9 @@ impl Sim {
                 .enumerate()
                 .map(|(i, c)| CpuSample {
                     id: CpuId(i as u32),
-                    busy: Nanos(c.p_busy.round() as u64),
-                    idle: Nanos(c.p_idle.round() as u64),
-                    noise: Nanos(c.p_noise.round() as u64),
+                    busy: Nanos(fixed::round_ns(c.p_busy)),
+                    idle: Nanos(fixed::round_ns(c.p_idle)),
+                    noise: Nanos(fixed::round_ns(c.p_noise)),
                     nr_running: nr_running[i],
                 })
                 .collect(),
@@ -88,9 +89,9 @@ impl Sim {
         let mut changes: Vec<AffinityChange> = Vec::new();
         placer.place(&self.topo, &snap, &mut changes);
         for c in &mut self.cpus {
-            c.p_busy = 0.0;
-            c.p_idle = 0.0;
-            c.p_noise = 0.0;
+            c.p_busy = 0;
+            c.p_idle = 0;
+            c.p_noise = 0;
         }
         for t in &mut self.tasks {
             t.period_run.iter_mut().for_each(|x| *x = 0);

@@ -16,7 +16,7 @@ pub(super) struct Series {
     /// Per domain: migrations in the current interval.
     pub(super) mig: Vec<u64>,
     /// Per domain: ∫ active vCPUs dt over the current interval.
-    active_int: Vec<f64>,
+    active_int: Vec<u64>,
     /// Per domain: vCPUs runnable or running now.
     pub(super) active: Vec<u32>,
     /// Per domain: when `active` last changed (or was integrated).
@@ -35,7 +35,7 @@ impl Series {
         Series {
             run: vec![vec![0; nclass]; nd],
             mig: vec![0; nd],
-            active_int: vec![0.0; nd],
+            active_int: vec![0; nd],
             active: vec![0; nd],
             active_since: vec![Nanos::ZERO; nd],
             points: vec![Vec::new(); nd],
@@ -47,8 +47,7 @@ impl Series {
     /// Domain `d` gained (`up`) or lost an active vCPU at `now`.
     #[inline]
     pub(super) fn active_changed(&mut self, d: usize, up: bool, now: Nanos) {
-        let dt = (now - self.active_since[d]).0 as f64;
-        self.active_int[d] += dt * self.active[d] as f64;
+        self.active_int[d] += (now - self.active_since[d]).0 * self.active[d] as u64;
         self.active_since[d] = now;
         if up {
             self.active[d] += 1;
@@ -61,16 +60,15 @@ impl Series {
     pub(super) fn sample(&mut self, now: Nanos, nclass: usize, counters: Vec<f64>) {
         let span = (now - self.last).0.max(1);
         for d in 0..self.points.len() {
-            let dt = (now - self.active_since[d]).0 as f64;
-            self.active_int[d] += dt * self.active[d] as f64;
+            self.active_int[d] += (now - self.active_since[d]).0 * self.active[d] as u64;
             self.active_since[d] = now;
             let point = SeriesPoint {
                 t_ns: now.0,
                 class_ns: std::mem::replace(&mut self.run[d], vec![0; nclass]),
-                active_avg: self.active_int[d] / span as f64,
+                active_avg: self.active_int[d] as f64 / span as f64,
                 migrations: std::mem::take(&mut self.mig[d]),
             };
-            self.active_int[d] = 0.0;
+            self.active_int[d] = 0;
             self.points[d].push(point);
         }
         self.counters.push(CounterPoint { t_ns: now.0, values: counters });

@@ -4,6 +4,7 @@
 //! May import: `Sim`, the bottom rooms and `crate::results`. Must never
 //! import the interpreter or the bridges.
 
+use super::fixed;
 use super::task::St;
 use super::Sim;
 use crate::results::{ClassTimes, CpuResult, DomainResult, RunResult, TaskResult};
@@ -98,9 +99,9 @@ impl Sim {
             .map(|(i, c)| CpuResult {
                 id: i as u32,
                 class: classes[c.class].clone(),
-                busy_ns: c.busy.round() as u64,
-                idle_ns: c.idle.round() as u64,
-                noise_ns: c.noise_t.round() as u64,
+                busy_ns: fixed::round_ns(c.busy),
+                idle_ns: fixed::round_ns(c.idle),
+                noise_ns: fixed::round_ns(c.noise_t),
             })
             .collect();
         let counters = self.disp.counters().into_iter().map(|(k, v)| (k.to_string(), v)).collect();

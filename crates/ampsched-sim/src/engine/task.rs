@@ -4,26 +4,28 @@
 //!
 //! Units: work is nanoseconds at speed 1.0; `mem` is the memory-bound share
 //! of the work (it does not speed up on a faster CPU); noise is the share of
-//! a CPU's time stolen from the task. A cache refill owed after a migration
-//! takes `REFILL_SHARE` of the cycles until it is paid (docs/design/workloads.md, "Cost
-//! of migration").
+//! a CPU's time stolen from the task. Work left and refill owed are
+//! fixed-point amounts (`engine::fixed`), so the books are integers.
 //!
-//! May import: `engine::config` (`TaskInit`) and the model. Must never
+//! A cache refill owed after a migration takes half of the cycles until it
+//! is paid: a cold cache slows the code that touches the data (misses
+//! interleave with work) rather than stalling it up front, so a short
+//! critical section right after a migration is not held for the whole
+//! refill. The total cost charged is unchanged (docs/design/workloads.md,
+//! "Cost of migration").
+//!
+//! May import: `engine::config` (`TaskInit`), `engine::fixed` and the model. Must never
 //! import the event loop, the dispatcher or placer bridges, or statistics:
 //! the engine moves a task between states; this room only keeps its books.
 
 use super::config::TaskInit;
+use super::fixed::{cpu_for, work_in};
 use ampsched_model::{CpuId, DomainId, Nanos, Op, Program};
 use std::sync::Arc;
 
-/// Work left below this is done (absorbs floating-point residue).
-pub(super) const EPS: f64 = 1e-6;
-/// Share of a running task's cycles that go to cache misses while it still owes a
-/// refill after a migration: a cold cache slows the code that touches the data
-/// (misses interleave with work) rather than stalling it up front, so a short
-/// critical section right after a migration is not held for the whole refill.
-/// The total cost charged is unchanged (docs/design/workloads.md, "Cost of migration").
-pub(super) const REFILL_SHARE: f64 = 0.5;
+/// Work left below this amount (2^-12 ns) is done: a compute settled in
+/// several pieces (placer samples, noise changes) rounds each piece down.
+pub(super) const EPS: u128 = 1 << 20;
 
 /// Where a task is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,11 +62,11 @@ pub(super) struct Task {
     pub(super) st: St,
     pub(super) act: Act,
     pub(super) idle_vcpu: bool,
-    pub(super) work_left: f64,
+    pub(super) work_left: u128,
     pub(super) mem: f64,
     pub(super) ws_kb: u32,
     pub(super) overlap: f64,
-    pub(super) refill_left: f64,
+    pub(super) refill_left: u128,
     pub(super) seg_start: Nanos,
     pub(super) gen: u32,
     pub(super) sleep_gen: u32,
@@ -99,11 +101,11 @@ impl Task {
             rank: ti.rank,
             st: St::Blocked,
             act: Act::Ready,
-            work_left: 0.0,
+            work_left: 0,
             mem: 0.0,
             ws_kb: 0,
             overlap: 1.0,
-            refill_left: 0.0,
+            refill_left: 0,
             seg_start: Nanos::ZERO,
             gen: 0,
             sleep_gen: 0,
@@ -124,32 +126,31 @@ impl Task {
         }
     }
 
-    /// Account `dt` ns of computing on a CPU of `speed` losing `noise` of its time:
-    /// pay the refill owed first (at `REFILL_SHARE` of the cycles), then work.
-    pub(super) fn advance_compute(&mut self, dt: u64, speed: f64, noise: f64) {
-        let avail = dt as f64 * (1.0 - noise);
-        let r = self.refill_left.min(avail * REFILL_SHARE);
+    /// Account `dt` ns of computing at `cost` (CPU ns per ns of work, for this
+    /// task's memory share on its CPU) on a CPU that leaves it the share `avail` of
+    /// its time: the refill owed takes half of the CPU time until paid.
+    #[inline]
+    pub(super) fn advance_compute(&mut self, dt: u64, cost: u64, avail: u64) {
+        let cpu = dt as u128 * avail as u128;
+        let r = self.refill_left.min(cpu >> 1);
         self.refill_left -= r;
-        let rest = avail - r;
-        let per_work = (1.0 - self.mem) / speed + self.mem;
-        self.work_left -= rest / per_work;
+        self.work_left = self.work_left.saturating_sub(work_in(cpu - r, cost));
         if self.work_left < EPS {
-            self.work_left = 0.0;
+            self.work_left = 0;
         }
     }
 
-    /// Wall time until the current compute ends on a CPU of `speed` losing `noise`.
-    pub(super) fn compute_wall(&self, speed: f64, noise: f64) -> Nanos {
-        let avail = 1.0 - noise;
-        let per_work = (1.0 - self.mem) / speed + self.mem;
-        // While refilling, (1 − REFILL_SHARE) of the cycles do work.
-        let warm = self.refill_left / REFILL_SHARE;
-        let work_during = warm * (1.0 - REFILL_SHARE) / per_work;
-        let wall = if self.work_left <= work_during {
-            self.work_left * per_work / (1.0 - REFILL_SHARE)
-        } else {
-            warm + (self.work_left - work_during) * per_work
-        } / avail;
-        Nanos(wall.ceil().max(0.0) as u64)
+    /// Wall time until the current compute ends (see `advance_compute`): the
+    /// least whole ns after which one `advance_compute` leaves no work.
+    pub(super) fn compute_wall(&self, cost: u64, avail: u64) -> Nanos {
+        if self.work_left == 0 {
+            return Nanos::ZERO;
+        }
+        // CPU time that must go to work; while refilling only half of it does,
+        // so `need` within the refill takes 2·need − 1 units (the refill gets
+        // the halves rounded down), past it refill + need.
+        let need = cpu_for(self.work_left, cost);
+        let cpu = if need <= self.refill_left { 2 * need - 1 } else { self.refill_left + need };
+        Nanos(cpu.div_ceil(avail as u128) as u64)
     }
 }
