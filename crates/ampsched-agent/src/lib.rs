@@ -18,16 +18,26 @@
 //! - [`metrics`]: the loopback Prometheus endpoint;
 //! - [`config`]: the daemon's configuration file;
 //! - [`trace`]: a Perfetto trace of the decisions (`--trace`);
-//! - [`control`]: the control loop tying them together.
+//! - the loop's parts: [`clock`], [`inventory`] (what is managed),
+//!   [`observe`] (samples → the placer's snapshot), [`decide`] (the shared
+//!   placer bridge), [`apply`] (affinities and their restore), [`export`]
+//!   (log, metrics, trace, sample recording);
+//! - [`control`]: the loop calling them.
 
 #![warn(missing_docs)]
 
 pub mod actuate;
+pub mod apply;
+pub mod clock;
 pub mod config;
 pub mod control;
+pub mod decide;
 pub mod discovery;
 pub mod error;
+pub mod export;
+pub mod inventory;
 pub mod metrics;
+pub mod observe;
 pub mod procfs;
 pub mod qmp;
 pub mod report;

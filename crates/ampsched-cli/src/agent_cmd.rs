@@ -51,6 +51,9 @@ pub struct CommonArgs {
     /// Write a Perfetto trace of the decisions here (open in ui.perfetto.dev).
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+    /// Record the placer's input here, one snapshot a line (JSON; replayable through any placer).
+    #[arg(long, value_name = "FILE")]
+    record_samples: Option<PathBuf>,
     /// Declare these Linux CPUs fast (overrides discovery and the config).
     #[arg(long, value_name = "CPUS")]
     fast: Option<String>,
@@ -182,6 +185,7 @@ fn start(
         proc_root: PathBuf::from("/proc"),
         stop_with_first_command: stop_with_first,
         trace: c.trace.clone().or(cfg.trace.clone()),
+        record_samples: c.record_samples.clone(),
     };
     let agent = Agent::new(opts).map_err(|e| e.to_string())?;
     if let Some(a) = agent.metrics_addr() {

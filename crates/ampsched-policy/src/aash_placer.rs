@@ -38,6 +38,7 @@
 use crate::fastqueue::{aash_param_docs, read_switches, AashSwitches, FastQueue, FqDomain, FqVcpu};
 use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
 use crate::placer::{AffinityChange, Placer, Snapshot};
+use crate::placer_bridge::RealMachineParam;
 use ampsched_model::spec::{Params, PriorityClass};
 use ampsched_model::{Nanos, Topology};
 
@@ -62,6 +63,14 @@ const TIME_CREDITS: ParamDoc = ParamDoc {
     unit: "",
     doc: "a fast grant lasts until its holders ran one period on fast CPUs (credit carried, ≤ 3 periods)",
 };
+
+/// Parameters the `aash` placer sets differently on a real machine: there other load shares
+/// the fast CPUs, so a grant of a period of wall time gives unequal fast time (docs/agent.md).
+pub const AASH_PLACER_REAL_MACHINE: &[RealMachineParam] = &[RealMachineParam {
+    name: "time_credits",
+    value: "true",
+    why: "other load shares the fast CPUs: a grant is a period of fast time, not of wall time",
+}];
 
 /// Longest a grant is held under `time_credits`, in periods (bounds the wait of the others).
 pub const MAX_HOLD_PERIODS: u32 = 3;
@@ -125,7 +134,7 @@ impl AashPlacer {
         let mut sum = 0i64;
         for id in &self.held {
             match snap.tasks.iter().find(|t| t.id == *id) {
-                Some(t) if t.active || t.runnable_now => sum += self.credit[id.idx()],
+                Some(t) if t.active || t.runnable() => sum += self.credit[id.idx()],
                 _ => return false,
             }
         }
@@ -159,7 +168,7 @@ impl Placer for AashPlacer {
         let vcpus: Vec<FqVcpu> = snap
             .tasks
             .iter()
-            .map(|t| FqVcpu { id: t.id, domain: t.domain, vcpu: t.vcpu, active: t.active || t.runnable_now })
+            .map(|t| FqVcpu { id: t.id, domain: t.domain, vcpu: t.vcpu, active: t.active || t.runnable() })
             .collect();
         let g = if self.time_credits && self.keep_grant(topo, snap, &fast) {
             self.held_for += 1;
@@ -178,7 +187,7 @@ impl Placer for AashPlacer {
             g
         };
         debug_assert!(g.fast.len() <= fast.len(), "more grants than fast CPUs");
-        let runnable_granted = snap.tasks.iter().filter(|t| t.runnable_now && g.fast.contains(&t.id)).count();
+        let runnable_granted = snap.tasks.iter().filter(|t| t.runnable() && g.fast.contains(&t.id)).count();
         let borrow = self.sw.fast_never_idle && runnable_granted < fast.len();
         for (t, fv) in snap.tasks.iter().zip(&vcpus) {
             let may_fast = self.fq.may_run_fast(fv, &doms);
@@ -209,6 +218,7 @@ mod tests {
     //! Worked examples of the placer's masks.
     use super::*;
     use crate::placer::{DomainSample, TaskSample};
+    use crate::placer_bridge::TaskState;
     use ampsched_model::{DomainId, TaskId};
 
     fn snap(topo: &Topology, per_dom: &[u32], active: &[bool]) -> Snapshot {
@@ -228,11 +238,10 @@ mod tests {
                     domain: DomainId(d as u32),
                     vcpu: k,
                     active: active[id],
-                    runnable_now: active[id],
-                    running: active[id],
-                    done: false,
+                    state: if active[id] { TaskState::Running } else { TaskState::Blocked },
                     run_by_class: vec![Nanos::ZERO; topo.classes.len()],
                     cpu: None,
+                    allowed: topo.all,
                     affinity: topo.all,
                     ws_kb: 0,
                 });

@@ -286,7 +286,7 @@ impl Placer for Capability {
         // Launch: pin newly active tasks in ECPT order.
         let mut launched = false;
         for s in &snap.tasks {
-            if self.home[s.id.idx()].is_some() || !(s.active || s.runnable_now) || s.affinity.is_empty() {
+            if self.home[s.id.idx()].is_some() || !(s.active || s.runnable()) || s.allowed.is_empty() {
                 continue;
             }
             // Fewest tasks first (round-robin in ECPT order): swaps never
@@ -294,7 +294,7 @@ impl Placer for Capability {
             // another holds two tasks (EC/2 on a 2× CPU only *ties* EC/1 on
             // an empty 1× CPU, and noise jitter decided such ties), and a
             // program's threads launched together land on different CPUs.
-            let best = s.affinity.iter().filter(|c| c.idx() < n).max_by(|a, b| {
+            let best = s.allowed.iter().filter(|c| c.idx() < n).max_by(|a, b| {
                 let (ka, kb) =
                     (ec[a.idx()] / (task_num[a.idx()] + 1) as f64, ec[b.idx()] / (task_num[b.idx()] + 1) as f64);
                 task_num[b.idx()]
@@ -304,7 +304,7 @@ impl Placer for Capability {
                     .then(b.cmp(a))
             });
             let Some(c) = best else { continue };
-            self.orig[s.id.idx()] = s.affinity;
+            self.orig[s.id.idx()] = s.allowed;
             task_num[c.idx()] += 1;
             self.move_task(s.id, c, out);
             self.stats.launched += 1;
@@ -391,6 +391,7 @@ mod tests {
     //! Worked examples driving the placer with hand-made snapshots.
     use super::*;
     use crate::placer::CpuSample;
+    use crate::placer_bridge::TaskState;
     use ampsched_model::DomainId;
 
     /// 1 s snapshot: CPUs fully busy (minus noise); tasks active on their `cpu`.
@@ -415,11 +416,10 @@ mod tests {
                     domain: DomainId(0),
                     vcpu: id,
                     active: true,
-                    runnable_now: true,
-                    running: true,
-                    done: false,
+                    state: TaskState::Running,
                     run_by_class: vec![Nanos::ZERO; 2],
                     cpu: Some(CpuId(cpu)),
+                    allowed: CpuSet::first_n(n),
                     affinity: CpuSet::first_n(n),
                     ws_kb: ws.get(id as usize).copied().unwrap_or(0),
                 })
@@ -549,7 +549,7 @@ mod tests {
         // unchanged). Round 3 starts at CPU 3: empty, above average → takes
         // CPU 0's FIFO head (a move, one change): counts 1, 1, 1, 1.
         let t3 = s.tasks.iter_mut().find(|t| t.id == TaskId(3)).unwrap();
-        (t3.active, t3.runnable_now, t3.running, t3.done) = (false, false, false, true);
+        (t3.active, t3.state) = (false, TaskState::Done);
         for _ in 0..4 {
             out.clear();
             cap.place(&topo, &s, &mut out);

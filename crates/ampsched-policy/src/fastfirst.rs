@@ -5,7 +5,7 @@
 //!
 //! Design, every `interval_ms`:
 //! - A CPU is *idle* when no runnable task is on it at the end of the period
-//!   (from `TaskSample::runnable_now` and `TaskSample::cpu`).
+//!   (from `TaskSample::state` and `TaskSample::cpu`).
 //! - Release first: a task this placer pinned gets its previous affinity back
 //!   when it is no longer runnable (it blocked or ended: the next wake-up is
 //!   placed by the dispatcher as usual) or when its CPU holds other runnable
@@ -94,7 +94,7 @@ impl Placer for FastFirst {
         // Runnable tasks per CPU, in id order.
         let mut on: Vec<Vec<TaskId>> = vec![Vec::new(); n];
         for s in &snap.tasks {
-            if let (true, Some(c)) = (s.runnable_now, s.cpu) {
+            if let (true, Some(c)) = (s.runnable(), s.cpu) {
                 if c.idx() < n {
                     on[c.idx()].push(s.id);
                 }
@@ -106,7 +106,7 @@ impl Placer for FastFirst {
         let mut changes: BTreeMap<TaskId, CpuSet> = BTreeMap::new();
         let pinned: Vec<(TaskId, (CpuId, CpuSet))> = self.pinned.iter().map(|(t, v)| (*t, *v)).collect();
         for (t, (cpu, orig)) in pinned {
-            let runnable = sample(t).is_some_and(|s| s.runnable_now);
+            let runnable = sample(t).is_some_and(|s| s.runnable());
             if !runnable || on[cpu.idx()].len() > 1 {
                 self.pinned.remove(&t);
                 changes.insert(t, orig);
@@ -131,7 +131,7 @@ impl Placer for FastFirst {
             });
             'src: for src in srcs {
                 for &t in &on[src.idx()] {
-                    let aff = self.pinned.get(&t).map(|p| p.1).or(sample(t).map(|s| s.affinity)).unwrap_or_default();
+                    let aff = self.pinned.get(&t).map(|p| p.1).or(sample(t).map(|s| s.allowed)).unwrap_or_default();
                     if aff.contains(dst) {
                         best = Some((src, t));
                         break 'src;
@@ -163,6 +163,7 @@ mod tests {
     //! Worked examples with hand-made snapshots.
     use super::*;
     use crate::placer::TaskSample;
+    use crate::placer_bridge::TaskState;
     use ampsched_model::DomainId;
 
     fn task(id: u32, cpu: u32, runnable: bool, aff: CpuSet) -> TaskSample {
@@ -171,11 +172,10 @@ mod tests {
             domain: DomainId(0),
             vcpu: id,
             active: runnable,
-            runnable_now: runnable,
-            running: runnable,
-            done: false,
+            state: if runnable { TaskState::Running } else { TaskState::Blocked },
             run_by_class: vec![Nanos::ZERO; 2],
             cpu: Some(CpuId(cpu)),
+            allowed: aff,
             affinity: aff,
             ws_kb: 0,
         }

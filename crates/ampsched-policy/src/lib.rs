@@ -26,6 +26,7 @@ pub mod noop;
 pub mod params;
 pub mod pcs;
 pub mod placer;
+pub mod placer_bridge;
 pub mod registry;
 #[cfg(test)]
 mod testkit;
@@ -33,4 +34,5 @@ mod testkit;
 pub use dispatcher::{Dispatcher, DomainView, Effects, Pick, SysView, TaskView};
 pub use params::{ParamDoc, ParamReader, PolicyError};
 pub use placer::{AffinityChange, CpuSample, DomainSample, Placer, Snapshot, TaskSample};
+pub use placer_bridge::TaskState;
 pub use registry::{dispatcher_by_name, placer_by_name, PolicyInfo, DISPATCHERS, PLACERS};

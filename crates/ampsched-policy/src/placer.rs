@@ -1,12 +1,16 @@
 //! The Placer trait: coarse, periodic placement shared by the simulator and
 //! the real agent. A placer sees a [`Snapshot`] of the last period and returns
-//! affinity changes; it never touches threads itself.
+//! affinity changes; it never touches threads itself. What the fields mean in
+//! both bodies, and how a change becomes the mask in force, is the contract in
+//! [`crate::placer_bridge`].
 
+use crate::placer_bridge::TaskState;
 use ampsched_model::spec::PriorityClass;
 use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, TaskId, Topology};
+use serde::{Deserialize, Serialize};
 
 /// Per-CPU figures over the last period.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct CpuSample {
     /// The CPU.
     pub id: CpuId,
@@ -22,7 +26,7 @@ pub struct CpuSample {
 }
 
 /// Per-task figures over the last period.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TaskSample {
     /// The task.
     pub id: TaskId,
@@ -32,24 +36,34 @@ pub struct TaskSample {
     pub vcpu: u32,
     /// Ran or was runnable during the period.
     pub active: bool,
-    /// Runnable (running or queued) at the end of the period.
-    pub runnable_now: bool,
-    /// Running on a CPU at the end of the period.
-    pub running: bool,
-    /// Its program has ended (it will never run again).
-    pub done: bool,
+    /// State at the end of the period.
+    pub state: TaskState,
     /// Run time in the period per CPU class (indexed like `Topology::classes`).
     pub run_by_class: Vec<Nanos>,
     /// CPU it runs on, or last ran on.
     pub cpu: Option<CpuId>,
-    /// Current hard affinity.
+    /// Its own affinity: where it may run by its own (or its user's) choice.
+    pub allowed: CpuSet,
+    /// The mask in force now (the last effective mask; `allowed` before any change).
     pub affinity: CpuSet,
     /// Working-set estimate, KiB (0 = unknown).
     pub ws_kb: u32,
 }
 
+impl TaskSample {
+    /// Runnable (running or queued) at the end of the period.
+    pub fn runnable(&self) -> bool {
+        self.state.runnable()
+    }
+
+    /// Its program has ended (it will never run again).
+    pub fn done(&self) -> bool {
+        self.state == TaskState::Done
+    }
+}
+
 /// Per-domain facts.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DomainSample {
     /// The domain.
     pub id: DomainId,
@@ -62,11 +76,11 @@ pub struct DomainSample {
 }
 
 /// What a placer sees each period.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Snapshot {
     /// Time at the end of the period.
     pub now: Nanos,
-    /// Length of the period just ended.
+    /// Time that elapsed since the last decision (not the nominal period).
     pub period: Nanos,
     /// Per CPU, indexed by id.
     pub cpus: Vec<CpuSample>,
@@ -77,7 +91,7 @@ pub struct Snapshot {
 }
 
 /// An affinity change to apply.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AffinityChange {
     /// The task.
     pub task: TaskId,

@@ -18,6 +18,8 @@ pub struct PolicyInfo {
     pub doc: &'static str,
     /// Its parameters.
     pub params: &'static [ParamDoc],
+    /// Parameters set differently on a real machine (placers only; see `placer_bridge`).
+    pub real_machine: &'static [crate::placer_bridge::RealMachineParam],
 }
 
 /// Every dispatcher.
@@ -26,57 +28,68 @@ pub const DISPATCHERS: &[PolicyInfo] = &[
         name: "credit",
         doc: "Xen credit scheduler (credit1), current rules: the baseline",
         params: CREDIT_PARAMS,
+        real_machine: &[],
     },
     PolicyInfo {
         name: "xen40",
         doc: "Xen credit scheduler as in Xen 4.0 (the seed papers' version)",
         params: CREDIT_PARAMS,
+        real_machine: &[],
     },
     PolicyInfo {
         name: "aash",
         doc:
             "AASH (VEE'10): credit + fast/slow credits, fast-queue rotation, fast never idle, aware guests, priorities",
         params: crate::aash::AASH_PARAMS,
+        real_machine: &[],
     },
     PolicyInfo {
         name: "fair",
         doc: "CFS-like fair dispatcher with a runqueue-length balancer: the asymmetry-unaware OS",
         params: crate::fair::FAIR_PARAMS,
+        real_machine: &[],
     },
     PolicyInfo {
         name: "linux",
         doc: "today's Linux fair class: EEVDF, PELT, capacity-aware placement and balancing, RT class above",
         params: crate::linux::LINUX_PARAMS,
+        real_machine: &[],
     },
     PolicyInfo {
         name: "cs",
         doc: "hybrid co-scheduling (VEE'09): credit + a CON vCPU's pick signals all pCPUs, one co-scheduled domain",
         params: CREDIT_PARAMS,
+        real_machine: &[],
     },
     PolicyInfo {
         name: "cds",
         doc: "co-descheduling: cs + descheduling a CON vCPU deschedules its running siblings",
         params: CREDIT_PARAMS,
+        real_machine: &[],
     },
     PolicyInfo {
         name: "pcs",
         doc: "partial co-scheduling: credit + signal only the pCPUs holding the CON domain's vCPUs",
         params: CREDIT_PARAMS,
+        real_machine: &[],
     },
     PolicyInfo {
         name: "bcs",
         doc: "boost co-scheduling: credit + a CON vCPU's pick raises its active siblings to COS (no signal)",
         params: CREDIT_PARAMS,
+        real_machine: &[],
     },
     PolicyInfo {
         name: "aash+pcs",
         doc: "AASH placement + partial co-scheduling + gang rotation of the fast grant (equal fast exposure in a gang)",
         params: crate::aash_cosched::AASH_COSCHED_PARAMS,
+        real_machine: &[],
     },
     PolicyInfo {
         name: "aash+bcs",
         doc: "AASH placement + boost co-scheduling + gang rotation of the fast grant (equal fast exposure in a gang)",
         params: crate::aash_cosched::AASH_COSCHED_PARAMS,
+        real_machine: &[],
     },
 ];
 
@@ -94,21 +107,24 @@ const NONE_PARAMS: &[ParamDoc] = &[NONE_PERIOD];
 
 /// Every placer.
 pub const PLACERS: &[PolicyInfo] = &[
-    PolicyInfo { name: "none", doc: "no placement: affinities never change", params: NONE_PARAMS },
+    PolicyInfo { name: "none", doc: "no placement: affinities never change", params: NONE_PARAMS, real_machine: &[] },
     PolicyInfo {
         name: "aash",
         doc: "AASH fast-core rotation as affinity masks (fair share, aware guests, priorities, fast never idle)",
         params: crate::aash_placer::AASH_PLACER_PARAMS,
+        real_machine: crate::aash_placer::AASH_PLACER_REAL_MACHINE,
     },
     PolicyInfo {
         name: "capability",
         doc: "capability balancer (ECPT swaps, Kim et al. 2012)",
         params: crate::capability::CAPABILITY_PARAMS,
+        real_machine: &[],
     },
     PolicyInfo {
         name: "fast-first",
         doc: "fast CPUs never idle while slower ones have work (ISCA'05 kernel fix)",
         params: crate::fastfirst::FAST_FIRST_PARAMS,
+        real_machine: &[],
     },
 ];
 
