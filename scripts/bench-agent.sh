@@ -3,7 +3,7 @@
 # emulated asymmetry (an RT duty-cycle hog halves CPU 1; CPU 0 is declared fast).
 # Prints figures; it is not a test. Needs root (SCHED_FIFO hog) and 2+ CPUs.
 #
-#   scripts/bench-agent.sh [RUNS] [CASES]   (default 5 runs per case, cases "abcde"; medians reported;
+#   scripts/bench-agent.sh [RUNS] [CASES]   (default 5 runs per case, cases "abcdes"; medians reported;
 #                                          default and agent runs interleaved; load average printed per case)
 #
 # (a) blocking phased workload (4 threads, 16 phases of fixed work, the others
@@ -14,6 +14,8 @@
 #     thread Linux leaves on the slow CPU delays both; the agent rotates the fast CPU;
 # (c) two identical CPU-bound processes started together: completion-time
 #     difference between them (fairness);
+# (s) start and stop: wall time of `ampsched run -- true` and `-- sleep 0.05`
+#     against the bare command (interleaved, 4 × RUNS pairs; target: ≤ 5 ms added);
 # (d) agent CPU time per period (control loop's own thread CPU clock) with 64
 #     and 256 managed threads (targets: ≤ 200 µs per period and ≤ 1 % of one
 #     CPU at 30 ms with 64 threads).
@@ -27,7 +29,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${1:-5}"
-CASES="${2:-abcde}"
+CASES="${2:-abcdes}"
 TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
 echo "== building (release)"
 cargo build -q --release -p ampsched-cli -p ampsched-agent
@@ -143,5 +145,24 @@ for n in 64 256; do
   printf "    %3d threads: loop CPU median %.0f µs/period (wall %.0f µs); agent process %.2f %% of one CPU (medians of %s runs)\n" \
     "$n" "$(median "${cpu[@]}")" "$(median "${wall[@]}")" "$(median "${pctc[@]}")" "$RUNS"
 done
+fi
+if [[ "$CASES" == *s* ]]; then
+load
+echo "(s) start and stop cost: ampsched run -- CMD against CMD (interleaved pairs)"
+python3 - "$A" "$TMP/state.json" "$((4 * RUNS))" <<'PY'
+import statistics, subprocess, sys, time
+a, state, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def wall(cmd):
+    t = time.perf_counter(); subprocess.run(cmd, check=True); return time.perf_counter() - t
+for job in (["true"], ["sleep", "0.05"]):
+    added = []
+    for _ in range(n):
+        bare = wall(job)
+        run = wall([a, "run", "--fast", "0", "--state", state, "--"] + job)
+        added.append(1e3 * (run - bare))
+    q = statistics.quantiles(added, n=4)
+    print(f"    {' '.join(job):<10} added wall time median {statistics.median(added):.1f} ms "
+          f"(p25 {q[0]:.1f}, p75 {q[2]:.1f}; {n} pairs)")
+PY
 fi
 echo "machine load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -336,6 +336,26 @@ impl Agent {
         failed
     }
 
+    /// Sleep to `next`; false when the run should end now (a stop signal, or the job ended:
+    /// a launched command's exit wakes the sleep, so `run` ends without waiting a period).
+    fn sleep_until(&mut self, next: Duration) -> bool {
+        loop {
+            if !signals::sleep_until(next) {
+                return false;
+            }
+            if !signals::child_exited() {
+                return true;
+            }
+            self.inv.reap();
+            if self.inv.finished(self.stop_with_first) {
+                return false;
+            }
+            if signals::monotonic() >= next {
+                return true;
+            }
+        }
+    }
+
     /// Launch commands and run until the targets end or a signal arrives; restore on the way out.
     pub fn run(mut self) -> Result<Outcome, AgentError> {
         signals::install();
@@ -364,7 +384,7 @@ impl Agent {
                 break;
             }
             let next = self.clock.next_deadline(signals::monotonic());
-            if !signals::sleep_until(next) {
+            if !self.sleep_until(next) {
                 break;
             }
         }

@@ -177,6 +177,17 @@ impl Inventory {
         !persistent && self.domains.iter().all(|d| !d.alive)
     }
 
+    /// Collect the exit status of launched commands that ended (a `waitpid` each, no wait).
+    pub fn reap(&mut self) {
+        for dom in &mut self.domains {
+            if let (Some(c), None) = (dom.child.as_mut(), dom.exit) {
+                if let Ok(Some(s)) = c.try_wait() {
+                    dom.exit = Some(s);
+                }
+            }
+        }
+    }
+
     /// Exit status of the first launched command, if it ended.
     pub fn first_command_exit(&self) -> Option<ExitStatus> {
         self.domains.iter().find(|d| d.child.is_some()).and_then(|d| d.exit)

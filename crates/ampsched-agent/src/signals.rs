@@ -2,14 +2,35 @@
 //! (async-signal-safe); the control loop notices it after its sleep is
 //! interrupted (`clock_nanosleep` returns `EINTR`), restores every affinity
 //! and exits.
+//!
+//! SIGCHLD (a launched command ended) also interrupts the sleep, so the loop
+//! notices a finished job at once instead of at the next period (`ampsched
+//! run` would otherwise add up to a period to the job's wall time); it is
+//! recorded apart ([`child_exited`]) and never stops the agent by itself.
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 static PENDING: AtomicI32 = AtomicI32::new(0);
+static CHILD: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(sig: libc::c_int) {
     PENDING.store(sig, Ordering::SeqCst);
+}
+
+extern "C" fn on_child(_sig: libc::c_int) {
+    CHILD.store(true, Ordering::SeqCst);
+}
+
+fn handle(sig: libc::c_int, f: extern "C" fn(libc::c_int)) {
+    // SAFETY: a zeroed sigaction with a plain handler that only stores to an atomic.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = f as *const () as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        sa.sa_flags = if sig == libc::SIGCHLD { libc::SA_NOCLDSTOP } else { 0 };
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+    }
 }
 
 /// Install the handlers (without `SA_RESTART`, so sleeps are interrupted), and
@@ -19,15 +40,14 @@ pub fn install() {
     // SAFETY: setting a disposition to SIG_IGN.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: a zeroed sigaction with a plain handler that only stores to an atomic.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            sa.sa_flags = 0;
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
+        handle(sig, on_signal);
     }
+    handle(libc::SIGCHLD, on_child);
+}
+
+/// Whether a child ended since the last call (clears the flag).
+pub fn child_exited() -> bool {
+    CHILD.swap(false, Ordering::SeqCst)
 }
 
 /// The last signal received, if any (not cleared).
@@ -62,8 +82,9 @@ pub fn process_cpu() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-/// Sleep until the monotonic time `deadline`; returns early (false) when a signal arrives
-/// (or arrived before the call: one received during QMP I/O must not wait out a period).
+/// Sleep until the monotonic time `deadline`; returns early (false) when a stop signal
+/// arrives (or arrived before the call: one received during QMP I/O must not wait out a
+/// period), and early (true) when a child ended ([`child_exited`] then says so).
 pub fn sleep_until(deadline: Duration) -> bool {
     if pending().is_some() {
         return false;
@@ -75,6 +96,7 @@ pub fn sleep_until(deadline: Duration) -> bool {
         match r {
             0 => return true,
             libc::EINTR if pending().is_some() => return false,
+            libc::EINTR if CHILD.load(Ordering::SeqCst) => return true,
             libc::EINTR => continue,
             _ => return true,
         }
