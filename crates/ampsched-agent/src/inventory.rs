@@ -193,6 +193,8 @@ impl Inventory {
         self.domains.iter().find(|d| d.child.is_some()).and_then(|d| d.exit)
     }
 
+    // The outputs (log, trace) and the affinity reader travel with the domain's facts.
+    #[allow(clippy::too_many_arguments)]
     fn new_domain(
         &mut self,
         ex: &mut Export,
@@ -479,6 +481,7 @@ impl Inventory {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn add_thread(
         &mut self,
         ex: &mut Export,

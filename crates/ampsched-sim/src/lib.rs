@@ -11,7 +11,7 @@ pub mod runner;
 pub mod scenario;
 pub mod trace;
 
-pub use engine::{Sim, SimConfig, TaskInit};
+pub use engine::{placer_decision, Sim, SimConfig, TaskInit};
 pub use library::Library;
 pub use results::{RunResult, SimOutput, SCHEMA};
 pub use scenario::{Scenario, ScenarioError, Stop};

@@ -152,6 +152,9 @@ impl Sim {
                 }
                 Op::Affinity { mask } => {
                     tk.pc += 1;
+                    // The program's own choice: it replaces the mask in force (as a thread's
+                    // sched_setaffinity does on Linux) and bounds later placer decisions.
+                    self.own[t.idx()] = mask;
                     if self.views[t.idx()].affinity != mask {
                         self.views[t.idx()].affinity = mask;
                         let mut fx = std::mem::take(&mut self.fx);

@@ -57,10 +57,11 @@ mod tests;
 mod traced;
 
 pub use config::{DomainChange, SimConfig, Stop, TaskInit};
+pub use place::placer_decision;
 
 use crate::results::RunResult;
 use crate::trace::TraceRecorder;
-use ampsched_model::{CpuId, DomainId, Nanos, NoiseSpec, Op, TaskId, Topology};
+use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, NoiseSpec, Op, TaskId, Topology};
 use ampsched_policy::{Dispatcher, DomainView, Effects, Placer, TaskView};
 use clock::{Ev, EventQueue, Pending};
 use cpu::{Cpu, FastIdleSlowBusy};
@@ -77,6 +78,9 @@ pub struct Sim {
     topo: Topology,
     domains: Vec<DomainView>,
     views: Vec<TaskView>,
+    /// Per task its own mask (the scenario's, or the last one its program set): the placer
+    /// contract's `allowed`; `views[t].affinity` is the mask in force.
+    own: Vec<CpuSet>,
     curr: Vec<Option<TaskId>>,
     tasks: Vec<Task>,
     cpus: Vec<Cpu>,
@@ -125,8 +129,9 @@ impl Sim {
             Some(Op::Affinity { mask }) => *mask,
             _ => t.affinity,
         };
-        let views =
+        let views: Vec<TaskView> =
             cfg.tasks.iter().map(|t| TaskView { domain: t.domain, vcpu: t.vcpu, affinity: first_mask(t) }).collect();
+        let own = views.iter().map(|v| v.affinity).collect();
         let asymmetric = !topo.is_symmetric();
         let cpus: Vec<Cpu> = topo.cpus.iter().map(|c| Cpu::new(c, c.class == topo.fast_class && asymmetric)).collect();
         let nd = cfg.domains.len();
@@ -138,6 +143,7 @@ impl Sim {
             topo,
             domains: cfg.domains,
             views,
+            own,
             tasks,
             cpus,
             disp: cfg.dispatcher,

@@ -1,7 +1,13 @@
 //! The placer bridge: every placer period, a `Snapshot` of the last period
-//! (per CPU busy/idle/noise time and load, per task run time by class and
-//! activity, per domain weight and priority) goes to the `Placer`; the
-//! affinity changes it returns go to the dispatcher.
+//! (per CPU busy/idle/noise time and load, per task run time by class,
+//! activity, state, own mask and mask in force, per domain weight and
+//! priority) goes to the `Placer`; its decision becomes effective masks
+//! through `ampsched_policy::placer_bridge` — the same code the Linux agent
+//! runs ([`placer_decision`]) — and each goes to the dispatcher in the
+//! placer's order. A decision is narrowed to the task's own mask (the
+//! scenario's, or the last one its program set); one that does not meet it
+//! leaves the task its own mask. `crates/ampsched-cli/tests/placer_conformance.rs`
+//! replays a real agent run's samples through this function and the agent's.
 //!
 //! May import: `Sim`, the bottom rooms, the dispatcher bridge's `view!`.
 //! Must never import the interpreter or statistics.
@@ -10,8 +16,9 @@ use super::clock::Ev;
 use super::fixed;
 use super::task::St;
 use super::Sim;
-use ampsched_model::{CpuId, DomainId, Nanos, TaskId};
-use ampsched_policy::{AffinityChange, CpuSample, DomainSample, Snapshot, TaskSample};
+use ampsched_model::{CpuId, DomainId, Nanos, TaskId, Topology};
+use ampsched_policy::placer_bridge;
+use ampsched_policy::{AffinityChange, CpuSample, DomainSample, Placer, Snapshot, TaskSample, TaskState};
 
 impl Sim {
     pub(super) fn run_placer(&mut self) {
@@ -62,14 +69,18 @@ impl Sim {
                     domain: t.domain,
                     vcpu: self.views[i].vcpu,
                     active: t.period_active,
-                    runnable_now: matches!(t.st, St::Runnable | St::Running(_)),
-                    running: matches!(t.st, St::Running(_)),
-                    done: t.st == St::Done,
+                    state: match t.st {
+                        St::Running(_) => TaskState::Running,
+                        St::Runnable => TaskState::Runnable,
+                        St::Done => TaskState::Done,
+                        _ => TaskState::Blocked,
+                    },
                     run_by_class: t.period_run.iter().map(|x| Nanos(*x)).collect(),
                     cpu: match t.st {
                         St::Running(c) => Some(c),
                         _ => t.last_cpu,
                     },
+                    allowed: self.own[i],
                     affinity: self.views[i].affinity,
                     ws_kb: t.ws_kb,
                 })
@@ -87,7 +98,7 @@ impl Sim {
                 .collect(),
         };
         let mut changes: Vec<AffinityChange> = Vec::new();
-        placer.place(&self.topo, &snap, &mut changes);
+        placer_decision(placer.as_mut(), &self.topo, &snap, &mut Vec::new(), &mut changes);
         for c in &mut self.cpus {
             c.p_busy = 0;
             c.p_idle = 0;
@@ -99,10 +110,6 @@ impl Sim {
         }
         self.last_place = now;
         for ch in changes {
-            if ch.mask.is_empty() || ch.task.idx() >= self.tasks.len() || self.views[ch.task.idx()].affinity == ch.mask
-            {
-                continue;
-            }
             self.placer_changes += 1;
             self.views[ch.task.idx()].affinity = ch.mask;
             let mut fx = std::mem::take(&mut self.fx);
@@ -114,4 +121,17 @@ impl Sim {
         self.placer = Some(placer);
         self.push(now + per, Ev::Place);
     }
+}
+
+/// The simulator's side of the placer bridge: `placer`'s decision on `snap` as the effective
+/// masks to put in force (`ampsched_policy::placer_bridge::decide`: narrowed to each task's
+/// own mask, no-ops dropped, in the placer's order); `scratch` holds the raw changes.
+pub fn placer_decision(
+    placer: &mut dyn Placer,
+    topo: &Topology,
+    snap: &Snapshot,
+    scratch: &mut Vec<AffinityChange>,
+    out: &mut Vec<AffinityChange>,
+) {
+    placer_bridge::decide(placer, topo, snap, scratch, out);
 }
