@@ -16,10 +16,10 @@
 //! the same change is not retried every period.
 
 use crate::actuate::{ActError, Actuator};
-use crate::control::LoopStats;
 use crate::discovery::Discovered;
 use crate::export::Export;
 use crate::inventory::Inventory;
+use crate::loopstats::LoopStats;
 use crate::state::{self, StateEntry, StateFile, STATE_SCHEMA};
 use crate::trace::boottime_ns;
 use crate::AgentError;

@@ -28,6 +28,7 @@ use crate::decide::Decider;
 use crate::discovery::Discovered;
 use crate::export::{Export, MetricsView};
 use crate::inventory::Inventory;
+pub use crate::loopstats::LoopStats;
 use crate::metrics::MetricsServer;
 use crate::observe::Observer;
 use crate::sampler::CpuSampler;
@@ -37,7 +38,6 @@ use crate::trace::AgentTrace;
 use crate::AgentError;
 use ampsched_model::spec::PolicySpec;
 use ampsched_model::Nanos;
-use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -79,74 +79,6 @@ pub struct AgentOptions {
     pub trace: Option<PathBuf>,
     /// Record the placer's input here, one snapshot a line (`--record-samples`).
     pub record_samples: Option<PathBuf>,
-}
-
-/// Loop figures gathered for `--stats` and benchmarks.
-#[derive(Clone, Debug, Default)]
-pub struct LoopStats {
-    /// Periods run.
-    pub periods: u64,
-    /// CPU time of each period's work (not the sleep), ns.
-    pub loop_cpu_ns: Vec<u64>,
-    /// Wall time of each period's work, ns.
-    pub loop_wall_ns: Vec<u64>,
-    /// Largest number of threads managed at once.
-    pub managed_max: usize,
-    /// Affinity changes applied (or printed, in a dry run).
-    pub changes: u64,
-    /// Thread `stat` files read (the costly ones; the run time is read for every thread every period).
-    pub stat_reads: u64,
-    /// Thread run times read from `schedstat` (the rest from task-clock counters, see `runclock`).
-    pub schedstat_reads: u64,
-    /// Thread-periods sampled (managed threads summed over periods).
-    pub thread_samples: u64,
-    /// Failed changes (vanished or denied).
-    pub errors: u64,
-    /// Wall time of the whole loop.
-    pub elapsed: Duration,
-    /// CPU time of the whole agent process over the loop.
-    pub process_cpu: Duration,
-}
-
-fn median(v: &[u64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let mut s = v.to_vec();
-    s.sort_unstable();
-    s[s.len() / 2] as f64
-}
-
-impl LoopStats {
-    /// One JSON object with the summary figures (µs, %).
-    pub fn to_json(&self) -> Value {
-        let mean = |v: &[u64]| if v.is_empty() { 0.0 } else { v.iter().sum::<u64>() as f64 / v.len() as f64 };
-        let p99 = |v: &[u64]| {
-            if v.is_empty() {
-                return 0.0;
-            }
-            let mut s = v.to_vec();
-            s.sort_unstable();
-            s[(s.len() * 99 / 100).min(s.len() - 1)] as f64
-        };
-        json!({
-            "periods": self.periods,
-            "managed_threads_max": self.managed_max,
-            "changes": self.changes,
-            "stat_reads_per_period": if self.periods == 0 { 0.0 } else { self.stat_reads as f64 / self.periods as f64 },
-            "schedstat_reads_per_period": if self.periods == 0 { 0.0 } else { self.schedstat_reads as f64 / self.periods as f64 },
-            "threads_per_period": if self.periods == 0 { 0.0 } else { self.thread_samples as f64 / self.periods as f64 },
-            "errors": self.errors,
-            "loop_cpu_us_median": median(&self.loop_cpu_ns) / 1e3,
-            "loop_cpu_us_mean": mean(&self.loop_cpu_ns) / 1e3,
-            "loop_wall_us_median": median(&self.loop_wall_ns) / 1e3,
-            "loop_wall_us_p99": p99(&self.loop_wall_ns) / 1e3,
-            "elapsed_s": self.elapsed.as_secs_f64(),
-            "agent_cpu_pct_of_one_cpu": if self.elapsed.is_zero() { 0.0 } else {
-                100.0 * self.process_cpu.as_secs_f64() / self.elapsed.as_secs_f64()
-            },
-        })
-    }
 }
 
 /// How the agent ended.

@@ -7,9 +7,9 @@
 //! Nothing here decides; every figure is passed in ([`MetricsView`]), so the
 //! rendering is tested on hand-made values.
 
-use crate::control::LoopStats;
 use crate::discovery::Discovered;
-use crate::inventory::Domain;
+use crate::domain::Domain;
+use crate::loopstats::LoopStats;
 use crate::metrics::{Exposition, Kind, Labels, MetricsServer};
 use crate::sampler::CpuFigures;
 use crate::signals;

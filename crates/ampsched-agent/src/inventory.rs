@@ -24,6 +24,8 @@
 use crate::actuate::Actuator;
 use crate::config::{Target, TargetKind};
 use crate::discovery::Discovered;
+pub(crate) use crate::domain::DomKind;
+pub use crate::domain::Domain;
 use crate::export::Export;
 use crate::procfs::{
     children, cmdline, list_pids, list_tids, parse_schedstat, parse_stat, parse_vcpu_thread_name, ProcFile, TaskDir,
@@ -42,32 +44,6 @@ use std::time::Duration;
 
 /// How long launched commands get to exit after the agent forwards a signal.
 pub const CHILD_GRACE: Duration = Duration::from_secs(5);
-
-/// What a domain is: a process tree, or a VM's vCPU threads.
-pub(crate) enum DomKind {
-    Proc { procs: BTreeSet<i32> },
-    Vm { pid: i32, qmp: Option<PathBuf>, vcpus: BTreeMap<i32, u32> },
-}
-
-/// A managed process or VM.
-pub struct Domain {
-    pub(crate) id: DomainId,
-    pub(crate) target: usize,
-    pub(crate) name: String,
-    pub(crate) root: i32,
-    pub(crate) kind: DomKind,
-    pub(crate) child: Option<Child>,
-    pub(crate) exit: Option<ExitStatus>,
-    pub(crate) base_mask: CpuSet,
-    pub(crate) applied: Vec<CpuSet>,
-    pub(crate) next_vcpu: u32,
-    pub(crate) alive: bool,
-    pub(crate) fast_ns: u64,
-    pub(crate) fisb_ns: u64,
-    pub(crate) changes: u64,
-    pub(crate) active: usize,
-    pub(crate) threads: usize,
-}
 
 /// Where a thread's run time comes from.
 pub(crate) enum RunSource {

@@ -18,10 +18,10 @@
 //! `stat` (state and CPU) costs several times a `schedstat` read and is read
 //! only when the run time cannot tell ([`want_stat`]).
 
-use crate::control::LoopStats;
 use crate::discovery::Discovered;
 use crate::export::Export;
 use crate::inventory::{Inventory, RunSource};
+use crate::loopstats::LoopStats;
 use crate::procfs::{parse_schedstat, parse_stat};
 use crate::sampler::{CpuFigures, CpuSampler};
 use ampsched_model::{CpuId, CpuSet, Nanos};

@@ -37,8 +37,8 @@
 
 use crate::fastqueue::{aash_param_docs, read_switches, AashSwitches, FastQueue, FqDomain, FqVcpu};
 use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
+use crate::placer::RealMachineParam;
 use crate::placer::{AffinityChange, Placer, Snapshot};
-use crate::placer_bridge::RealMachineParam;
 use ampsched_model::spec::{Params, PriorityClass};
 use ampsched_model::{Nanos, Topology};
 
@@ -217,8 +217,8 @@ impl Placer for AashPlacer {
 mod tests {
     //! Worked examples of the placer's masks.
     use super::*;
+    use crate::placer::TaskState;
     use crate::placer::{DomainSample, TaskSample};
-    use crate::placer_bridge::TaskState;
     use ampsched_model::{DomainId, TaskId};
 
     fn snap(topo: &Topology, per_dom: &[u32], active: &[bool]) -> Snapshot {

@@ -4,7 +4,6 @@
 //! both bodies, and how a change becomes the mask in force, is the contract in
 //! [`crate::placer_bridge`].
 
-use crate::placer_bridge::TaskState;
 use ampsched_model::spec::PriorityClass;
 use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, TaskId, Topology};
 use serde::{Deserialize, Serialize};
@@ -107,4 +106,36 @@ pub trait Placer: Send {
     fn period(&self) -> Nanos;
     /// Decide affinity changes from the last period.
     fn place(&mut self, topo: &Topology, snap: &Snapshot, out: &mut Vec<AffinityChange>);
+}
+
+/// A task's state at the end of a period.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskState {
+    /// On a CPU now.
+    Running,
+    /// Waiting for a CPU (or running, where the body cannot tell).
+    Runnable,
+    /// Asleep: waiting for an event, a lock, I/O.
+    Blocked,
+    /// Ended; it never runs again.
+    Done,
+}
+
+impl TaskState {
+    /// Running or waiting for a CPU.
+    pub fn runnable(self) -> bool {
+        matches!(self, TaskState::Running | TaskState::Runnable)
+    }
+}
+
+/// One parameter a placer wants set differently when it runs on a real machine.
+#[derive(Clone, Copy, Debug)]
+pub struct RealMachineParam {
+    /// Parameter name (one of the placer's parameters).
+    pub name: &'static str,
+    /// Value on a real machine, as the parameter's text.
+    pub value: &'static str,
+    /// Why it differs there.
+    pub why: &'static str,
 }

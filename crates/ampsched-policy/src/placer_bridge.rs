@@ -59,26 +59,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// A task's state at the end of a period.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TaskState {
-    /// On a CPU now.
-    Running,
-    /// Waiting for a CPU (or running, where the body cannot tell).
-    Runnable,
-    /// Asleep: waiting for an event, a lock, I/O.
-    Blocked,
-    /// Ended; it never runs again.
-    Done,
-}
-
-impl TaskState {
-    /// Running or waiting for a CPU.
-    pub fn runnable(self) -> bool {
-        matches!(self, TaskState::Running | TaskState::Runnable)
-    }
-}
+pub use crate::placer::{RealMachineParam, TaskState};
 
 /// The mask a decision `decision` puts in force for a task whose own mask is `allowed`:
 /// `decision ∩ allowed`, or `allowed` when they do not meet.
@@ -129,17 +110,6 @@ pub fn decide(
     scratch.clear();
     placer.place(topo, snap, scratch);
     resolve(scratch, &snap.tasks, out);
-}
-
-/// One parameter a placer wants set differently when it runs on a real machine.
-#[derive(Clone, Copy, Debug)]
-pub struct RealMachineParam {
-    /// Parameter name (one of the placer's parameters).
-    pub name: &'static str,
-    /// Value on a real machine, as the parameter's text.
-    pub value: &'static str,
-    /// Why it differs there.
-    pub why: &'static str,
 }
 
 /// `params` with the placer's declared real-machine values added where the user set none.

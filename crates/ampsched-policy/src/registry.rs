@@ -19,7 +19,7 @@ pub struct PolicyInfo {
     /// Its parameters.
     pub params: &'static [ParamDoc],
     /// Parameters set differently on a real machine (placers only; see `placer_bridge`).
-    pub real_machine: &'static [crate::placer_bridge::RealMachineParam],
+    pub real_machine: &'static [crate::placer::RealMachineParam],
 }
 
 /// Every dispatcher.

@@ -11,7 +11,8 @@ pub mod runner;
 pub mod scenario;
 pub mod trace;
 
-pub use engine::{placer_decision, Sim, SimConfig, TaskInit};
+pub use engine::place::placer_decision;
+pub use engine::{Sim, SimConfig, TaskInit};
 pub use library::Library;
 pub use results::{RunResult, SimOutput, SCHEMA};
 pub use scenario::{Scenario, ScenarioError, Stop};

@@ -46,7 +46,7 @@ mod cpu;
 mod dispatch;
 mod fixed;
 mod interp;
-mod place;
+pub(crate) mod place;
 mod random;
 mod series;
 mod stats;
@@ -57,7 +57,6 @@ mod tests;
 mod traced;
 
 pub use config::{DomainChange, SimConfig, Stop, TaskInit};
-pub use place::placer_decision;
 
 use crate::results::RunResult;
 use crate::trace::TraceRecorder;

@@ -1,0 +1,34 @@
+//! A managed domain (a process tree or a VM's vCPU threads) as the agent
+//! keeps it: identity, launched child, masks and per-domain counters. A leaf
+//! module shared by inventory (which fills it) and export (which reports it).
+
+use ampsched_model::{CpuSet, DomainId};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::{Child, ExitStatus};
+
+/// What a domain is: a process tree, or a VM's vCPU threads.
+pub(crate) enum DomKind {
+    Proc { procs: BTreeSet<i32> },
+    Vm { pid: i32, qmp: Option<PathBuf>, vcpus: BTreeMap<i32, u32> },
+}
+
+/// A managed process or VM.
+pub struct Domain {
+    pub(crate) id: DomainId,
+    pub(crate) target: usize,
+    pub(crate) name: String,
+    pub(crate) root: i32,
+    pub(crate) kind: DomKind,
+    pub(crate) child: Option<Child>,
+    pub(crate) exit: Option<ExitStatus>,
+    pub(crate) base_mask: CpuSet,
+    pub(crate) applied: Vec<CpuSet>,
+    pub(crate) next_vcpu: u32,
+    pub(crate) alive: bool,
+    pub(crate) fast_ns: u64,
+    pub(crate) fisb_ns: u64,
+    pub(crate) changes: u64,
+    pub(crate) active: usize,
+    pub(crate) threads: usize,
+}
