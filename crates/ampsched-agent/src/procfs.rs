@@ -235,12 +235,6 @@ pub fn read_task_stat(proc_root: &Path, pid: i32, tid: i32) -> Option<TaskStat> 
     parse_stat(&std::fs::read_to_string(p).ok()?)
 }
 
-/// The thread-group id (process id) of a thread, from `/proc/<tid>/status`.
-pub fn tgid_of(proc_root: &Path, tid: i32) -> Option<i32> {
-    let s = std::fs::read_to_string(proc_root.join(tid.to_string()).join("status")).ok()?;
-    s.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())
-}
-
 /// A process's command line as arguments (NUL-separated in `/proc/<pid>/cmdline`).
 pub fn cmdline(proc_root: &Path, pid: i32) -> Vec<String> {
     match std::fs::read(proc_root.join(pid.to_string()).join("cmdline")) {
