@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod engine;
+pub mod latency;
 pub mod library;
 pub mod results;
 pub mod runner;

@@ -1,6 +1,7 @@
 //! Results of a run: per task, per domain, per CPU, time series; JSON and a
 //! terminal table. Schema `ampsched.sim/1` (documented in the README).
 
+use crate::latency::LatencyHist;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use std::fmt::Write;
@@ -69,6 +70,10 @@ pub struct TaskResult {
     pub migrations_local: u64,
     /// Migrations across memory domains.
     pub migrations_remote: u64,
+    /// Wake-up latencies (from leaving Blocked to running). Not in the JSON
+    /// (schema `ampsched.sim/1` unchanged); `ampsched validate` prints p50/p99.
+    #[serde(skip)]
+    pub wake_latency: LatencyHist,
 }
 
 /// One point of a domain's time series.

@@ -26,6 +26,19 @@ impl Sim {
             _ => {}
         }
         tk.state_since = now;
+        // Wake-up latency: from Blocked → Runnable to the next Running (a
+        // preempted task, Running → Runnable, is not woken).
+        match (tk.st, st) {
+            (St::Blocked, St::Runnable) => tk.woke_at = Some(now),
+            (St::Blocked, St::Running(_)) => tk.wake_lat.record(0),
+            (_, St::Running(_)) => {
+                if let Some(w) = tk.woke_at.take() {
+                    tk.wake_lat.record((now - w).0);
+                }
+            }
+            (_, St::Blocked | St::Done) => tk.woke_at = None,
+            _ => {}
+        }
         let was_active = matches!(tk.st, St::Runnable | St::Running(_));
         let is_active = matches!(st, St::Runnable | St::Running(_));
         tk.st = st;

@@ -59,6 +59,7 @@ impl Sim {
                 spin_ns: t.spin_ns,
                 migrations_local: t.mig_local,
                 migrations_remote: t.mig_remote,
+                wake_latency: t.wake_lat.clone(),
             })
             .collect();
         let domains: Vec<DomainResult> = self

@@ -14,12 +14,13 @@
 //! refill. The total cost charged is unchanged (docs/design/workloads.md,
 //! "Cost of migration").
 //!
-//! May import: `engine::config` (`TaskInit`), `engine::fixed` and the model. Must never
+//! May import: `engine::config` (`TaskInit`), `engine::fixed`, `crate::latency` and the model. Must never
 //! import the event loop, the dispatcher or placer bridges, or statistics:
 //! the engine moves a task between states; this room only keeps its books.
 
 use super::config::TaskInit;
 use super::fixed::{cpu_for, work_in};
+use crate::latency::LatencyHist;
 use ampsched_model::{CpuId, DomainId, Nanos, Op, Program};
 use std::sync::Arc;
 
@@ -83,6 +84,10 @@ pub(super) struct Task {
     pub(super) mig_remote: u64,
     pub(super) done_at: Option<Nanos>,
     pub(super) computes_done: u64,
+    /// When it last woke from Blocked, until it first runs after that.
+    pub(super) woke_at: Option<Nanos>,
+    /// Wake-up latencies: from a wake-up to running.
+    pub(super) wake_lat: LatencyHist,
     // placer sampling
     pub(super) period_run: Vec<u64>,
     pub(super) period_active: bool,
@@ -121,6 +126,8 @@ impl Task {
             mig_remote: 0,
             done_at: None,
             computes_done: 0,
+            woke_at: None,
+            wake_lat: LatencyHist::new(),
             period_run: vec![0; nclass],
             period_active: false,
         }

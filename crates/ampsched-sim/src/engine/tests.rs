@@ -253,3 +253,26 @@ fn a_preempted_lock_holder_delays_its_waiters() {
     assert_eq!(done_ms(&r.tasks[1]), 16.0);
     assert_eq!(r.tasks[1].spin_ns, 5 * MS);
 }
+
+#[test]
+fn wake_up_latency_runs_from_the_wake_up_to_the_first_run() {
+    // One CPU, FCFS. At 0 both tasks wake (start): task 0 runs at once
+    // (latency 0), task 1 waits for it; task 0 computes 10 ms, sleeps 5 ms,
+    // computes 1 ms. Task 1 first runs at 10 ms (latency 10 ms), computes
+    // 20 ms, ending at 30 ms. Task 0 woke at 15 ms and ran only at 30 ms
+    // (latency 15 ms); being preempted is no wake-up (no slice here anyway).
+    let t0 = vec![compute(10), Op::Sleep { dur: Nanos(5 * MS) }, compute(1), Op::End];
+    let t1 = vec![compute(20), Op::End];
+    let r = run(machine(&[1.0]), vec![t0, t1]);
+    let w0 = &r.tasks[0].wake_latency;
+    assert_eq!(w0.count(), 2);
+    assert_eq!(w0.quantile(0.5), Some(0));
+    // 15 ms = 15_000_000: e = 23 (2^23 = 8_388_608), width 2^18 = 262_144,
+    // (15_000_000 − 8_388_608) / 262_144 = 25.2 → 8_388_608 + 25·262_144.
+    assert_eq!(w0.quantile(1.0), Some(8_388_608 + 25 * 262_144));
+    let w1 = &r.tasks[1].wake_latency;
+    assert_eq!(w1.count(), 1);
+    // 10 ms: e = 23, (10_000_000 − 8_388_608) / 262_144 = 6.1 → + 6·262_144.
+    assert_eq!(w1.quantile(0.5), Some(8_388_608 + 6 * 262_144));
+    assert_eq!(done_ms(&r.tasks[0]), 31.0);
+}
