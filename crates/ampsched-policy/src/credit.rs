@@ -17,7 +17,26 @@
 //!   drops BOOST to UNDER and (re)activates the vCPU: only a tick that finds
 //!   a vCPU running makes it active, so a vCPU that always blocks before a
 //!   tick earns no credit. The tick may also move the vCPU to a better pCPU
-//!   (an idle one in a less loaded memory domain: rule 10, without SMT).
+//!   (an idle one in a less loaded memory domain: rule 10, without SMT):
+//!   `csched_unit_acct` asks `_csched_cpu_pick` and, when the answer differs,
+//!   flags the vCPU migrating and reschedules its pCPU; the move happens at
+//!   that deschedule, with no BOOST ([`Credit::cpu_pick`], `put_prev`).
+//! - `_csched_cpu_pick` ([`Credit::cpu_pick`]): keep the current pCPU if
+//!   allowed, else the next allowed one; it counts as idle when the vCPU is
+//!   the only one there (`is_runq_idle`); a busy choice gives way to the next
+//!   idle pCPU of the idle mask, and another memory domain (Xen: socket) wins
+//!   only with more than twice as many idle pCPUs.
+//! - New vCPUs, in creation order (the scenario's domains in order, each
+//!   domain's vCPUs by id): `sched_select_initial_cpu` (Xen 4.17
+//!   `common/sched/core.c`) puts vCPU 0 on the first pCPU of its mask and
+//!   vCPU i on the next pCPU after vCPU i−1's, and `csched_unit_insert` asks
+//!   the same `_csched_cpu_pick` (all pCPUs idle at creation, so it keeps
+//!   them). `xen40`: `XEN_DOMCTL_max_vcpus` (Xen 4.0 `common/domctl.c`) puts
+//!   vCPU 0 on `default_vcpu0_location`'s least-populated pCPU (ties to the
+//!   highest-numbered) and vCPU i after vCPU i−1's, with no pick at creation.
+//!   So every domain's vCPU 0 starts on the first pCPU (current) and the
+//!   first tick that finds another vCPU queued behind it moves it to an idle
+//!   one: the placement is Xen's, not "vCPU i on pCPU i".
 //! - Waking UNDER vCPUs become BOOST and are queued on the pCPU they last ran
 //!   on; the waker tickles that pCPU if it is idle (or, with no idlers, if
 //!   BOOST beats what runs there), else one idle pCPU in the vCPU's affinity,
@@ -264,7 +283,6 @@ pub struct Credit {
     credit_balance: i32,
     balance_bias: Vec<CpuId>,
     last_tickle: CpuId,
-    next_init_cpu: usize,
     /// Counters.
     stats: CreditStats,
     /// What the last accounting handed out (checked for conservation).
@@ -325,7 +343,6 @@ impl Credit {
             credit_balance: 0,
             balance_bias: topo.numa_nodes.iter().map(|s| s.first().unwrap_or(CpuId(0))).collect(),
             last_tickle: CpuId(0),
-            next_init_cpu: 0,
             stats: CreditStats::default(),
             last_acct: AcctAudit::default(),
             p,
@@ -677,6 +694,38 @@ impl Credit {
             }
         }
         cpu
+    }
+
+    /// Where Xen puts the vCPUs of newly created domains, in creation order
+    /// (the scenario's domain order, each domain's vCPUs by id). `Current`:
+    /// `sched_select_initial_cpu` (vCPU 0 on the first pCPU of its mask,
+    /// vCPU i on the next pCPU after vCPU i−1's, cyclically), then
+    /// `csched_unit_insert` asks [`Credit::cpu_pick`] for a better (idle) one.
+    /// `Xen40`: `XEN_DOMCTL_max_vcpus` puts vCPU 0 on
+    /// `default_vcpu0_location`'s least-populated pCPU and vCPU i after vCPU
+    /// i−1's, with no pick at creation (4.0's `csched_vcpu_init` has none).
+    fn place_new_vcpus(&mut self, v: &SysView) {
+        let mut per_cpu = vec![0u32; v.topo.ncpus()];
+        for d in v.domains {
+            let mut prev: Option<CpuId> = None;
+            for &t in &d.tasks {
+                let aff = v.tasks[t.idx()].affinity;
+                let first = aff.first().unwrap_or(CpuId(0));
+                let cpu = match prev {
+                    Some(p) => aff.cycle(p).unwrap_or(first),
+                    None if self.p.profile == Profile::Xen40 => least_populated(aff, &per_cpu).unwrap_or(first),
+                    None => first,
+                };
+                self.vc[t.idx()].cpu = cpu;
+                if self.p.profile == Profile::Current {
+                    let c = self.cpu_pick(v, t);
+                    self.vc[t.idx()].cpu = c;
+                }
+                let c = self.vc[t.idx()].cpu;
+                per_cpu[c.idx()] += 1;
+                prev = Some(c);
+            }
+        }
     }
 
     /// Xen `csched_runq_sort`: UNDER (and better) before OVER, stable.
@@ -1067,6 +1116,21 @@ impl Credit {
     }
 }
 
+/// Xen 4.0 `default_vcpu0_location` without SMT: start from the first pCPU
+/// of `mask`, then walk the others in order and take each whose vCPU count
+/// is at most the current choice's, so the least-populated pCPU wins and a
+/// tie goes to the highest-numbered one.
+fn least_populated(mask: CpuSet, per_cpu: &[u32]) -> Option<CpuId> {
+    let mut it = mask.iter();
+    let mut cpu = it.next()?;
+    for i in it {
+        if per_cpu[i.idx()] <= per_cpu[cpu.idx()] {
+            cpu = i;
+        }
+    }
+    Some(cpu)
+}
+
 impl Dispatcher for Credit {
     fn name(&self) -> &'static str {
         self.name
@@ -1081,33 +1145,25 @@ impl Dispatcher for Credit {
     }
 
     fn init(&mut self, v: &SysView) {
-        let n = v.topo.ncpus();
         self.vc = v
             .tasks
             .iter()
-            .map(|tv| {
-                // Initial placement: round-robin over each task's affinity.
-                let mut c = CpuId((self.next_init_cpu % n) as u32);
-                if !tv.affinity.contains(c) {
-                    c = tv.affinity.cycle(c).unwrap_or(CpuId(0));
-                }
-                self.next_init_cpu = c.idx() + 1;
-                Vcpu {
-                    credit: 0,
-                    residual: 0,
-                    start: Nanos::ZERO,
-                    run_since: Nanos::ZERO,
-                    last_sched: Nanos::ZERO,
-                    pri: PRI_UNDER,
-                    parked: false,
-                    active: false,
-                    on_runq: false,
-                    runnable: false,
-                    cpu: c,
-                    migrate_to: None,
-                }
+            .map(|tv| Vcpu {
+                credit: 0,
+                residual: 0,
+                start: Nanos::ZERO,
+                run_since: Nanos::ZERO,
+                last_sched: Nanos::ZERO,
+                pri: PRI_UNDER,
+                parked: false,
+                active: false,
+                on_runq: false,
+                runnable: false,
+                cpu: tv.affinity.first().unwrap_or(CpuId(0)),
+                migrate_to: None,
             })
             .collect();
+        self.place_new_vcpus(v);
         let nd = v.domains.len();
         self.dom_active = vec![0; nd];
         self.dom_listed = vec![false; nd];
@@ -1262,6 +1318,96 @@ mod tests {
         c
     }
 
+    /// A machine of `ncpus` CPUs; one domain per `(weight, cap, vcpus)`.
+    fn world(ncpus: usize, doms: &[(u32, u32, u32)]) -> World {
+        let mut w = World::new(ncpus, &vec![256; doms.len()]);
+        w.tasks.clear();
+        for (d, &(weight, cap, n)) in doms.iter().enumerate() {
+            let dom = &mut w.domains[d];
+            (dom.weight, dom.cap) = (weight, cap);
+            dom.tasks.clear();
+            for k in 0..n {
+                dom.tasks.push(TaskId(w.tasks.len() as u32));
+                w.tasks.push(crate::dispatcher::TaskView { domain: DomainId(d as u32), vcpu: k, affinity: w.topo.all });
+            }
+        }
+        w
+    }
+
+    #[test]
+    fn new_vcpus_start_where_sched_select_initial_cpu_puts_them() {
+        // Domains of 2, 3 and 1 vCPUs on 4 idle CPUs, created in that order.
+        // vCPU 0 → the first CPU of its mask, vCPU i → the CPU after vCPU i−1's;
+        // every CPU idle, so csched_unit_insert's pick keeps it:
+        // d0: 0, 1; d1: 0, 1, 2; d2: 0.
+        let w = world(4, &[(256, 0, 2), (256, 0, 3), (256, 0, 1)]);
+        let c = credit(&w);
+        let cpus: Vec<u32> = (0..6).map(|t| c.cpu_of(TaskId(t)).0).collect();
+        assert_eq!(cpus, vec![0, 1, 0, 1, 2, 0]);
+        // With d1 confined to CPUs {2, 3}: vCPU 0 → 2, vCPU 1 → 3, vCPU 2 → 2 (cyclic).
+        let mut w = world(4, &[(256, 0, 2), (256, 0, 3), (256, 0, 1)]);
+        for t in 2..5 {
+            w.tasks[t].affinity = CpuSet::from_cpus([CpuId(2), CpuId(3)]);
+        }
+        let c = credit(&w);
+        let cpus: Vec<u32> = (0..6).map(|t| c.cpu_of(TaskId(t)).0).collect();
+        assert_eq!(cpus, vec![0, 1, 2, 3, 2, 0]);
+    }
+
+    #[test]
+    fn xen40_puts_vcpu0_on_the_least_populated_cpu_highest_on_a_tie() {
+        // Xen 4.0 default_vcpu0_location, same three domains on 4 CPUs:
+        // d0.v0: counts [0,0,0,0] → tie → CPU 3; d0.v1 → after 3 → CPU 0. Counts [1,0,0,1].
+        // d1.v0: from CPU 0 (1): CPU 1 (0 ≤ 1), CPU 2 (0 ≤ 0), not CPU 3 (1 > 0) → CPU 2;
+        //        v1 → 3, v2 → 0. Counts [2,0,1,2].
+        // d2.v0: from CPU 0 (2): CPU 1 (0 ≤ 2); not 2 (1 > 0), not 3 (2 > 0) → CPU 1.
+        let w = world(4, &[(256, 0, 2), (256, 0, 3), (256, 0, 1)]);
+        let mut c = Credit::new("xen40", CreditParams::defaults(Profile::Xen40), &w.topo);
+        c.init(&w.view(Nanos::ZERO));
+        let cpus: Vec<u32> = (0..6).map(|t| c.cpu_of(TaskId(t)).0).collect();
+        assert_eq!(cpus, vec![3, 0, 2, 3, 0, 1]);
+    }
+
+    #[test]
+    fn the_tick_moves_a_running_vcpu_off_a_shared_cpu_to_an_idle_one() {
+        // Two single-vCPU domains on 2 CPUs both start on CPU 0 (vCPU 0 of each).
+        let mut w = World::new(2, &[256, 256]);
+        let mut c = credit(&w);
+        let (a, b) = (TaskId(0), TaskId(1));
+        assert_eq!((c.cpu_of(a), c.cpu_of(b)), (CpuId(0), CpuId(0)));
+        // Both wake at 0: queued on CPU 0, which is idle, so only CPU 0 is tickled.
+        let mut fx = Effects::default();
+        c.wake(&w.view(Nanos::ZERO), a, &mut fx);
+        c.wake(&w.view(Nanos::ZERO), b, &mut fx);
+        assert_eq!(fx.resched, vec![CpuId(0), CpuId(0)]);
+        let p = c.pick_next(&w.view(Nanos::ZERO), CpuId(0), None, false, &mut Effects::default());
+        assert_eq!(p.task, Some(a));
+        w.curr[0] = Some(a);
+        // First tick (10 ms): A was not active, so csched_unit_acct only starts its accounting.
+        let mut fx = Effects::default();
+        c.tick(&w.view(Nanos::from_ms(10)), CpuId(0), &mut fx);
+        assert!(fx.resched.is_empty() && c.is_active(a));
+        // Second tick (20 ms): B waits on CPU 0, so CPU 0 is not idle for A, and CPU 1
+        // is: _csched_cpu_pick answers CPU 1, CPU 0 reschedules.
+        c.tick(&w.view(Nanos::from_ms(20)), CpuId(0), &mut fx);
+        assert_eq!(fx.resched, vec![CpuId(0)]);
+        // The reschedule moves A to CPU 1 (tickled, no BOOST) and runs B on CPU 0.
+        let mut fx = Effects::default();
+        let p = c.pick_next(&w.view(Nanos::from_ms(20)), CpuId(0), Some(a), true, &mut fx);
+        assert_eq!(p.task, Some(b));
+        assert_eq!((c.cpu_of(a), c.runq(CpuId(1))), (CpuId(1), &[a][..]));
+        assert_eq!(fx.resched, vec![CpuId(1)]);
+        assert_eq!(c.stats().tick_migrations, 1);
+        // Alone on CPU 1 with CPU 0 busy, A stays at the next tick (CPU 1 counts as idle for it).
+        w.curr[0] = Some(b);
+        let p = c.pick_next(&w.view(Nanos::from_ms(20)), CpuId(1), None, false, &mut Effects::default());
+        assert_eq!(p.task, Some(a));
+        w.curr[1] = Some(a);
+        let mut fx = Effects::default();
+        c.tick(&w.view(Nanos::from_ms(30)), CpuId(1), &mut fx);
+        assert!(fx.resched.is_empty());
+    }
+
     #[test]
     fn boost_on_wake_preempts_an_over_vcpu() {
         let mut w = World::new(1, &[256, 256]);
@@ -1409,26 +1555,6 @@ mod tests {
                 1 => (0..3usize).prop_map(Ev::Resched),
                 4 => (1..15_000u64).prop_map(Ev::Advance),
             ]
-        }
-
-        /// A machine of `ncpus` CPUs; one domain per `(weight, cap, vcpus)`.
-        fn world(ncpus: usize, doms: &[(u32, u32, u32)]) -> World {
-            let mut w = World::new(ncpus, &vec![256; doms.len()]);
-            w.tasks.clear();
-            for (d, &(weight, cap, n)) in doms.iter().enumerate() {
-                let dom = &mut w.domains[d];
-                (dom.weight, dom.cap) = (weight, cap);
-                dom.tasks.clear();
-                for k in 0..n {
-                    dom.tasks.push(TaskId(w.tasks.len() as u32));
-                    w.tasks.push(crate::dispatcher::TaskView {
-                        domain: DomainId(d as u32),
-                        vcpu: k,
-                        affinity: w.topo.all,
-                    });
-                }
-            }
-            w
         }
 
         struct Run {

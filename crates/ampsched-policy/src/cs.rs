@@ -144,17 +144,22 @@ mod tests {
     use crate::testkit::World;
     use ampsched_model::Nanos;
 
-    /// 4 CPUs; domain 0 = CON {t0, t1}, domain 1 = CON {t2, t3}, domain 2 = HIT {t4}.
+    /// 4 CPUs; domain 0 = CON {t2, t3}, domain 1 = CON {t0, t1}, domain 2 = HIT {t4}.
+    /// Created in that order, every domain's vCPU 0 starts on CPU 0 and vCPU 1
+    /// on CPU 1 (credit's `sched_select_initial_cpu`), so the scatter at init
+    /// moves domain 0, scattered first, off them: t2, t3 → CPUs 2, 3; then
+    /// domain 1 → CPUs 0, 1.
     fn world() -> World {
         let mut w = World::new(4, &[256, 256, 256, 256, 256]);
-        w.tasks[1].domain = DomainId(0);
+        w.tasks[0].domain = DomainId(1);
+        w.tasks[1].domain = DomainId(1);
         w.tasks[1].vcpu = 1;
-        w.tasks[2].domain = DomainId(1);
-        w.tasks[3].domain = DomainId(1);
+        w.tasks[2].domain = DomainId(0);
+        w.tasks[3].domain = DomainId(0);
         w.tasks[3].vcpu = 1;
         w.tasks[4].domain = DomainId(2);
-        w.domains[0].tasks = vec![TaskId(0), TaskId(1)];
-        w.domains[1].tasks = vec![TaskId(2), TaskId(3)];
+        w.domains[0].tasks = vec![TaskId(2), TaskId(3)];
+        w.domains[1].tasks = vec![TaskId(0), TaskId(1)];
         w.domains[2].tasks = vec![TaskId(4)];
         w.domains.truncate(3);
         w.domains[0].cosched = CoschedType::Con;
@@ -174,13 +179,13 @@ mod tests {
     fn a_con_pick_signals_every_other_cpu_and_preempts_the_other_con_domain() {
         let mut w = world();
         let mut d = cs(&w);
-        // Scatter at init: domain 0 → CPUs 0, 1; domain 1 → CPUs 2, 3 (fewest CON vCPUs).
+        // Scatter at init: domain 1 → CPUs 0, 1; domain 0 → CPUs 2, 3 (fewest CON vCPUs).
         assert_eq!(d.base.cpu_of(TaskId(0)), CpuId(0));
         assert_eq!(d.base.cpu_of(TaskId(1)), CpuId(1));
         assert_eq!(d.base.cpu_of(TaskId(2)), CpuId(2));
         assert_eq!(d.base.cpu_of(TaskId(3)), CpuId(3));
         let now = Nanos::from_ms(1);
-        // Domain 1 runs on CPUs 2 and 3 (t2, t3 woken and picked there).
+        // Domain 0 runs on CPUs 2 and 3 (t2, t3 woken and picked there).
         for t in [2u32, 3] {
             let mut fx = Effects::default();
             d.wake(&w.view(now), TaskId(t), &mut fx);
@@ -189,28 +194,28 @@ mod tests {
             assert_eq!(p.task, Some(TaskId(t)));
             w.curr[c.idx()] = p.task;
         }
-        // Answer the signals of those picks (every CPU idles or keeps domain 1).
+        // Answer the signals of those picks (every CPU idles or keeps domain 0).
         for c in [0u32, 1] {
             let p = d.pick_next(&w.view(now), CpuId(c), None, false, &mut Effects::default());
             assert_eq!(p.task, None);
         }
         d.scheme.pending = CpuSet::new();
-        // t0 (domain 0) wakes on CPU 0 and is picked: a signal to CPUs 1, 2, 3.
+        // t0 (domain 1) wakes on CPU 0 and is picked: a signal to CPUs 1, 2, 3.
         let mut fx = Effects::default();
         d.wake(&w.view(now), TaskId(0), &mut fx);
         let p = d.pick_next(&w.view(now), CpuId(0), None, false, &mut fx);
         assert_eq!(p.task, Some(TaskId(0)));
         w.curr[0] = p.task;
-        assert_eq!(d.scheme.dom, Some(DomainId(0)));
+        assert_eq!(d.scheme.dom, Some(DomainId(1)));
         assert_eq!(d.scheme.pending.iter().collect::<Vec<_>>(), vec![CpuId(1), CpuId(2), CpuId(3)]);
         assert!(fx.resched.contains(&CpuId(2)) && fx.resched.contains(&CpuId(3)));
-        // CPU 2 answers: no vCPU of domain 0 and no HIT vCPU there, so t2 goes
-        // back to its queue and CPU 2 idles (held for domain 0).
+        // CPU 2 answers: no vCPU of domain 1 and no HIT vCPU there, so t2 goes
+        // back to its queue and CPU 2 idles (held for domain 1).
         let p = d.pick_next(&w.view(now), CpuId(2), Some(TaskId(2)), true, &mut Effects::default());
         assert_eq!(p.task, None);
         w.curr[2] = None;
         assert_eq!(d.base.runq(CpuId(2)), [TaskId(2)]);
-        assert_eq!(d.core.held[2], Some(DomainId(0)));
+        assert_eq!(d.core.held[2], Some(DomainId(1)));
         // Two operations: t2's pick on CPU 2 (t3's pick answered it) and t0's.
         assert_eq!(d.core.stats.ops, 2);
     }

@@ -189,14 +189,17 @@ mod tests {
 
     #[test]
     fn disjoint_domains_co_schedule_in_parallel_and_only_their_cpus_are_signalled() {
-        // 4 CPUs; domain 0 = CON {t0, t1}, domain 1 = CON {t2, t3}, domain 2 = HIT {t4, t5}.
+        // 4 CPUs; domain 0 = CON {t2, t3}, domain 1 = CON {t0, t1}, domain 2 = HIT {t4, t5}.
+        // Created in that order, every domain's vCPU 0 starts on CPU 0 and vCPU 1 on
+        // CPU 1 (credit's `sched_select_initial_cpu`), so domain 0, scattered first,
+        // moves off them.
         let mut w = World::new(4, &[256; 6]);
-        for (t, d, vcpu) in [(1usize, 0u32, 1u32), (2, 1, 0), (3, 1, 1), (4, 2, 0), (5, 2, 1)] {
+        for (t, d, vcpu) in [(0usize, 1u32, 0u32), (1, 1, 1), (2, 0, 0), (3, 0, 1), (4, 2, 0), (5, 2, 1)] {
             w.tasks[t].domain = DomainId(d);
             w.tasks[t].vcpu = vcpu;
         }
-        w.domains[0].tasks = vec![TaskId(0), TaskId(1)];
-        w.domains[1].tasks = vec![TaskId(2), TaskId(3)];
+        w.domains[0].tasks = vec![TaskId(2), TaskId(3)];
+        w.domains[1].tasks = vec![TaskId(0), TaskId(1)];
         w.domains[2].tasks = vec![TaskId(4), TaskId(5)];
         w.domains.truncate(3);
         w.domains[0].cosched = CoschedType::Con;
@@ -226,7 +229,7 @@ mod tests {
         assert_eq!(p.task, Some(TaskId(0)));
         w.curr[0] = p.task;
         assert_eq!(fx.resched, vec![CpuId(1)]);
-        assert_eq!(d.scheme.co_dom[1], Some(DomainId(0)));
+        assert_eq!(d.scheme.co_dom[1], Some(DomainId(1)));
         // t2 on CPU 2 likewise: its operation {2, 3} is disjoint, so it starts too.
         d.wake(&w.view(now), TaskId(2), &mut Effects::default());
         let mut fx = Effects::default();
