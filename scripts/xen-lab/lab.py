@@ -5,6 +5,7 @@ patches) booted under QEMU TCG, running a scenario of PV guests.
 Subcommands (also reachable as `scripts/xen-lab/smoke`, `scripts/xen-lab/run`):
 
   prepare                 fetch packages, build the patched hypervisor, assemble images
+  build                   fetch packages and build the patched hypervisor only
   run SCENARIO [--out D]  boot, run the scenario, write D/summary.json (+ console.log, raw.json)
   calibrate [--out D]     measure each pCPU's speed from inside a guest
   smoke                   prepare + a tiny two-domain scenario, structural checks only
@@ -18,7 +19,9 @@ A scenario is a TOML file (see docs/xen.md and scripts/xen-lab/scenarios/):
   sched = "aash"         # credit | aash
   cosched = "none"       # none | cs | cds | pcs | bcs (needs patch 0002)
   lowpar = 0             # AASH low-parallelism threshold (0 = off)
-  slow = "nice"          # how slow pCPUs are made slow on the host: nice | share | none
+  slow = "quota"         # how slow pCPUs are made slow on the host: quota | nice | share | none
+  slow_share = 0.33      # quota: a slow pCPU's QEMU thread gets at most this fraction of a host CPU
+  fast_share = 1.0       # quota: a fast pCPU's likewise (1.0 = not limited)
   timeout_s = 900
   [[domain]]
   name = "vm1"; vcpus = 1; weight = 256
@@ -60,11 +63,12 @@ SLOW_NICE = 5  # CFS weight 335 against nice 0's 1024
 MAX_PCPUS = 8  # emulated pCPUs (guests' pool + dom0's) this lab boots at most
 SCHEDS = ("credit", "aash")
 COSCHEDS = ("none", "cs", "cds", "pcs", "bcs")
-SLOW_MODES = ("nice", "share", "none")
+SLOW_MODES = ("quota", "nice", "share", "none")
+CGROUP_CPU = Path(os.environ.get("AMPSCHED_CGROUP_CPU", "/sys/fs/cgroup/cpu"))  # cgroup v1 cpu controller
 DOMAIN_KEYS = {"name", "vcpus", "weight", "workload", "fast_vcpus", "prio", "type", "pin", "memory"}
 RUN_COUNTERS = {"fast_ms", "slow_ms", "migrations", "class_migrations", "fast_grants", "cosched_ops"}
 TOP_KEYS = {"name", "description", "pcpus", "fast", "sched", "cosched", "lowpar", "slow", "timeout_s",
-            "boot_timeout_s", "tslice_ms", "domain", "case", "policy"}
+            "boot_timeout_s", "tslice_ms", "domain", "case", "policy", "slow_share", "fast_share"}
 
 
 class LabError(Exception):
@@ -105,7 +109,9 @@ def validate(sc: dict, src: str) -> dict:
     sc.setdefault("sched", "credit")
     sc.setdefault("cosched", "none")
     sc.setdefault("lowpar", 0)
-    sc.setdefault("slow", "nice")
+    sc.setdefault("slow", "quota")
+    sc.setdefault("slow_share", 0.33)
+    sc.setdefault("fast_share", 1.0)
     sc.setdefault("timeout_s", 900)
     sc.setdefault("boot_timeout_s", 420)
     sc.setdefault("tslice_ms", 30)
@@ -122,6 +128,11 @@ def validate(sc: dict, src: str) -> dict:
         bad("cosched", sc["cosched"], f"one of {', '.join(COSCHEDS)}")
     if sc["slow"] not in SLOW_MODES:
         bad("slow", sc["slow"], f"one of {', '.join(SLOW_MODES)}")
+    for k in ("fast_share", "slow_share"):
+        if not isinstance(sc[k], (int, float)) or not 0.05 <= sc[k] <= 1.0:
+            bad(k, sc[k], f"a number 0.05..1.0 (fraction of a host CPU for each {k[:4]} pCPU)")
+    if sc["slow_share"] > sc["fast_share"]:
+        bad("slow_share", sc["slow_share"], f"at most fast_share ({sc['fast_share']}): slow pCPUs are the slower ones")
     if not isinstance(sc["lowpar"], int) or sc["lowpar"] < 0:
         bad("lowpar", sc["lowpar"], "an integer >= 0")
     if not isinstance(sc["tslice_ms"], int) or not 1 <= sc["tslice_ms"] <= 1000:
@@ -198,6 +209,15 @@ def prepare() -> None:
     for f in ("xen", "vmlinuz-dom0", "dom0.cpio.gz"):
         if not (OUT / f).exists():
             die(f"{OUT / f} missing after prepare")
+
+
+def build() -> None:
+    require_host()
+    step("fetch")
+    step("build")
+    if not (OUT / "xen").exists():
+        die(f"{OUT / 'xen'} missing after build")
+    note(f"patched hypervisor: {OUT / 'xen'}")
 
 
 def images_ready() -> None:
@@ -298,6 +318,7 @@ class Machine:
         self.proc: subprocess.Popen | None = None
         self.lines: list[str] = []
         self.log = open(workdir / "console.log", "w")
+        self.cgroup = CGROUP_CPU / f"ampsched-xen-lab-{os.getpid()}"
         atexit.register(self.kill)
 
     def initrd(self) -> Path:
@@ -327,6 +348,14 @@ class Machine:
         return " ".join(a)
 
     def start(self) -> None:
+        if self.sc["slow"] == "quota" and self.sc["fast"]:
+            if not (CGROUP_CPU / "cpu.cfs_quota_us").exists():
+                die(f"slow = \"quota\" needs the cgroup v1 cpu controller at {CGROUP_CPU} (cpu.cfs_quota_us); "
+                    "use slow = \"nice\" on this host")
+            try:
+                self.cgroup.mkdir()
+            except OSError as e:
+                die(f"slow = \"quota\": cannot create {self.cgroup}: {e} (needs root); use slow = \"nice\"")
         n = self.sc["pcpus"] + 1
         mem = 512 + sum(d["memory"] + 32 for d in self.sc["domain"]) + 256
         self.qmp_path = self.dir / "qmp.sock"
@@ -347,6 +376,11 @@ class Machine:
             except ProcessLookupError:
                 pass
             self.proc.wait()
+        if self.cgroup.exists():
+            # QEMU's threads are gone with it: the groups are empty and can go.
+            for g in self.cgroup.glob("pcpu*"):
+                g.rmdir()
+            self.cgroup.rmdir()
         if not self.log.closed:
             self.log.close()
 
@@ -402,7 +436,11 @@ class Machine:
 
     def place_threads(self) -> dict:
         """Make the declared fast pCPUs faster than the slow ones on the host.
-        slow = "nice": the slow pCPUs' QEMU threads run at nice SLOW_NICE (a CFS weight about a third
+        slow = "quota" (default): each slow pCPU's QEMU thread in its own cgroup (v1 cpu controller)
+        with a CFS bandwidth quota of slow_share of a host CPU (10 ms period), so a slow pCPU runs at
+        most that fast however many pCPUs are busy; a fast pCPU is limited likewise only if
+        fast_share < 1 (capping it too measured the fast pCPU no faster than the slow ones: ratio
+        0.76-0.82 at load 16-25, against 2.16 uncapped); "nice": the slow pCPUs' QEMU threads run at nice SLOW_NICE (a CFS weight about a third
         of nice 0's), so whenever the host's CPUs are contended they get about a third of a fast
         pCPU's share; "share": fast pCPUs' threads alone on host CPU 1, dom0's and the slow ones'
         together on host CPU 0 (only meaningful on an otherwise idle host); "none": no change."""
@@ -411,7 +449,20 @@ class Machine:
         host = sorted(os.sched_getaffinity(0))
         placed = {}
         fast_idx = set(range(1, 1 + self.sc["fast"]))
-        if self.sc["slow"] == "nice" and fast_idx:
+        if self.sc["slow"] == "quota" and fast_idx:
+            period = 10_000  # µs: a throttled pCPU stops for at most ~7 ms at a time
+            for idx, tid in tids.items():
+                cls = "fast" if idx in fast_idx else ("dom0" if idx == 0 else "slow")
+                placed[idx] = {"thread": tid, "class": cls}
+                share = self.sc.get(f"{cls}_share", 1.0)
+                if share < 1.0:
+                    g = self.cgroup / f"pcpu{idx}"
+                    g.mkdir()
+                    (g / "cpu.cfs_period_us").write_text(f"{period}\n")
+                    (g / "cpu.cfs_quota_us").write_text(f"{int(period * share)}\n")
+                    (g / "tasks").write_text(f"{tid}\n")
+                    placed[idx]["quota"] = share
+        elif self.sc["slow"] == "nice" and fast_idx:
             for idx, tid in tids.items():
                 cls = "fast" if idx in fast_idx else ("dom0" if idx == 0 else "slow")
                 if cls == "slow":
@@ -714,7 +765,14 @@ def run_sim(text: str, workdir: Path) -> dict[str, list[float]]:
             c = d["cpu_ns"]
             tot = sum(c.values())
             out.setdefault(d["name"] + ":fast_share", []).append(c.get("fast", 0) / tot if tot else 0.0)
+            out.setdefault(d["name"] + ":migrations", []).append(d.get("migrations_local", 0) + d.get("migrations_remote", 0))
     return out
+
+
+def mig_per_slice(migrations: float, vcpus: int, completion_s: float, tslice_ms: int) -> float:
+    """Migrations per vCPU per timeslice while the domain ran (issue 16 D5's measure)."""
+    slices = completion_s * 1000.0 / tslice_ms
+    return migrations / vcpus / slices if slices > 0 else 0.0
 
 
 def headline(metric: str, subj, comp: dict[str, float]) -> float:
@@ -759,7 +817,11 @@ def compare(out: Path, calib_file: Path | None, only: list[str] | None, seeds: i
                    "rel_diff": abs(hx - hs) / hs, "xen_completion_s": xc, "sim_completion_s": sc_,
                    "xen_fast_share": {n: int(c["fast_ms"]) / max(1, int(c["fast_ms"]) + int(c["slow_ms"]))
                                       for n, c in cnt.items()},
-                   "sim_fast_share": {n.split(":")[0]: sum(v) / len(v) for n, v in sim.items() if ":" in n},
+                   "sim_fast_share": {n.split(":")[0]: sum(v) / len(v) for n, v in sim.items() if n.endswith(":fast_share")},
+                   "xen_mig_per_slice": {d["name"]: mig_per_slice(int(cnt.get(d["name"], {}).get("migrations", 0)), d["vcpus"],
+                                                                  xc[d["name"]], sc["tslice_ms"]) for d in sc["domain"]},
+                   "sim_mig_per_slice": {d["name"]: mig_per_slice(sum(sim[d["name"] + ":migrations"]) / seeds, d["vcpus"],
+                                                                  sc_[d["name"]], sc["tslice_ms"]) for d in sc["domain"]},
                    "loadavg": raw["loadavg_before"][0]}
             rows.append(row)
             (out / "comparison.json").write_text(json.dumps({"calibration": cal, "rows": rows}, indent=1) + "\n")
@@ -775,13 +837,16 @@ def markdown_table(res: dict) -> str:
     cal = res["calibration"]
     L = [f"Calibration: fast/slow = {cal['ratio']:.2f} (units/s per pool pCPU "
          f"{', '.join('%.0f' % r for r in cal['units_per_s'])}; load average {cal['loadavg'][0]:.1f}).", "",
-         "| case | policy | metric | Xen | simulator | difference | Xen completion s | simulator completion s | load |",
-         "|---|---|---|---|---|---|---|---|---|"]
+         "| case | policy | metric | Xen | simulator | difference | Xen completion s | simulator completion s "
+         "| migrations per vCPU per slice, max over domains: Xen / sim | load |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["rows"]:
         xc = ", ".join(f"{k} {v:.1f}" for k, v in r["xen_completion_s"].items())
         sc = ", ".join(f"{k} {v:.1f}" for k, v in r["sim_completion_s"].items())
+        mig = (f"{max(r['xen_mig_per_slice'].values()):.3f} / {max(r['sim_mig_per_slice'].values()):.3f}"
+               if r.get("xen_mig_per_slice") else "-")
         L.append(f"| {r['case']} | {r['policy']} | {r['metric']} | {r['xen']:.2f} | {r['sim']:.2f} | "
-                 f"{r['rel_diff'] * 100:.0f} % | {xc} | {sc} | {r['loadavg']:.1f} |")
+                 f"{r['rel_diff'] * 100:.0f} % | {xc} | {sc} | {mig} | {r['loadavg']:.1f} |")
     return "\n".join(L) + "\n"
 
 
@@ -839,6 +904,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="xen-lab", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("prepare")
+    sub.add_parser("build")
     r = sub.add_parser("run")
     r.add_argument("scenario", type=Path)
     r.add_argument("--out", type=Path)
@@ -867,6 +933,8 @@ def main(argv: list[str]) -> int:
     try:
         if a.cmd == "prepare":
             prepare()
+        elif a.cmd == "build":
+            build()
         elif a.cmd == "check":
             sc = load_scenario(a.scenario)
             print(scenario_script(sc))

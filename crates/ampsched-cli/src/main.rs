@@ -17,6 +17,7 @@ use std::time::Instant;
 mod agent_cmd;
 mod compare;
 mod validate_cmd;
+mod xen_lab_cmd;
 
 /// The quickstart scenario, built in so `ampsched demo` runs from any directory.
 const QUICKSTART: &str = include_str!("../../../scenarios/examples/quickstart.toml");
@@ -156,6 +157,8 @@ enum Cmd {
     Restore(agent_cmd::RestoreArgs),
     /// Run an rt-app workload for real (default Linux, then under the agent per placer) and simulated with the linux dispatcher; compare.
     Validate(validate_cmd::ValidateArgs),
+    /// Real Xen with the repo's credit patches under QEMU: smoke, build, run, compare with the simulator (docs/xen.md).
+    XenLab(xen_lab_cmd::XenLabArgs),
 }
 
 fn policy_override(name: Option<String>, file: &PolicySpec) -> Option<PolicySpec> {
@@ -509,6 +512,7 @@ fn main() -> ExitCode {
         Cmd::Agent(a) => agent_cmd::agent(a),
         Cmd::Restore(a) => agent_cmd::restore(a),
         Cmd::Validate(a) => validate_cmd::validate(a),
+        Cmd::XenLab(a) => xen_lab_cmd::xen_lab(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
