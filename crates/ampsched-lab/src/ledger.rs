@@ -251,6 +251,24 @@ pub fn validate(
     Ok(())
 }
 
+/// Check that every claim (and its `versus` row) names a metric of `metrics`, the
+/// metrics the study's analysis produces: a renamed or removed metric fails at
+/// load time, before any run, naming the claim.
+pub fn validate_metrics(claims: &[Claim], file: &str, metrics: &[&str]) -> Result<(), String> {
+    for c in claims {
+        for m in [Some(c.metric.as_str()), c.versus_keys().map(|v| v.3)].into_iter().flatten() {
+            if !metrics.contains(&m) {
+                return Err(format!(
+                    "{file}: claim `{}`: metric `{m}` is not one the study produces: {}",
+                    c.claim,
+                    metrics.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn find<'a>(rows: &'a [Row], e: &str, k: (&str, &str, &str, &str)) -> Option<&'a Row> {
     rows.iter().find(|r| r.experiment == e && r.case == k.0 && r.subject == k.1 && r.policy == k.2 && r.metric == k.3)
 }
@@ -460,6 +478,9 @@ mod tests {
         // seed 1: (10/20 − 1) × 100 = −50; seed 2: (30/20 − 1) × 100 = +50; mean 0 → not negative.
         let l = evaluate(&[c.clone()], "l.toml", &rows, &ran).unwrap();
         assert_eq!((l[0].ours_mean, l[0].ours_min, l[0].ours_max, l[0].within_band), (0.0, -50.0, 50.0, false));
+        let e = validate_metrics(&[c.clone()], "l.toml", &["n"]).unwrap_err();
+        assert!(e.contains("claim `c`") && e.contains("metric `m`") && e.contains(": n"), "{e}");
+        assert!(validate_metrics(&[c.clone()], "l.toml", &["m"]).is_ok());
         c.metric = "gone".into();
         let e = evaluate(&[c.clone()], "l.toml", &rows, &ran).unwrap_err();
         assert!(e.contains("claim `c`") && e.contains("metric `gone`"), "{e}");

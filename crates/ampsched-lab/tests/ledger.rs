@@ -30,6 +30,7 @@ fn every_shipped_ledger_parses_and_names_the_studys_experiments() {
         assert!(!claims.is_empty(), "{}: a ledger with claims", s.name);
         let names: Vec<&str> = s.files.iter().map(|f| f.0.trim_end_matches(".toml")).collect();
         ledger::validate(&claims, s.name, &names, &[], &[]).unwrap_or_else(|e| panic!("{e}"));
+        ledger::validate_metrics(&claims, s.name, s.metrics).unwrap_or_else(|e| panic!("{e}"));
     }
 }
 
@@ -71,7 +72,7 @@ fn a_claim_on_a_missing_case_is_an_error_at_load_naming_it() {
 }
 
 #[test]
-fn a_claim_on_a_missing_metric_is_an_error_naming_it() {
+fn a_claim_on_a_missing_metric_is_an_error_at_load_naming_it() {
     let dir = scratch("study", "metric", &format!("{CLAIM}metric = \"no_such_metric\"\n"));
     let opts = Options {
         scenarios: Some(dir.clone()),
@@ -80,7 +81,28 @@ fn a_claim_on_a_missing_metric_is_an_error_naming_it() {
         cases: vec!["loops-static:2f-2s/8".into()],
         ..Options::default()
     };
-    let m = reproduce::run("study", &opts, |_, _| {}).expect_err("an error").to_string();
+    let m = reproduce::run("study", &opts, |_, _| panic!("no run starts")).expect_err("an error").to_string();
     assert!(m.contains("claim `two-speed loop`") && m.contains("metric `no_such_metric`"), "{m}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn every_listed_metric_is_one_the_analysis_writes() {
+    // A study's `metrics` list must not name a metric its analysis no longer writes
+    // (the list is what the load-time check trusts): each appears as a literal in its source.
+    let sources = [
+        ("aash", include_str!("../src/reproduce/aash.rs")),
+        ("capability", include_str!("../src/reproduce/capability.rs")),
+        ("cosched", include_str!("../src/reproduce/cosched.rs")),
+        ("study", include_str!("../src/reproduce/study.rs")),
+    ];
+    for s in STUDIES {
+        let src = sources.iter().find(|x| x.0 == s.name).expect("a source per study").1;
+        // The source without the `metrics: &[…]` line itself.
+        let body: String = src.lines().filter(|l| !l.trim_start().starts_with("metrics: &[")).collect();
+        for m in s.metrics {
+            let lit = format!("\"{m}\"");
+            assert!(body.contains(&lit), "{}: metric `{m}` is listed but never written", s.name);
+        }
+    }
 }

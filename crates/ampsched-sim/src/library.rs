@@ -25,6 +25,11 @@
 //!   seed) into a bounded backlog; threads 1.. are a worker pool that pops
 //!   and serves them. Meant for duration-bounded runs (`stop.duration_s`):
 //!   `requests` is an upper bound the run normally does not reach.
+//! - `periodic`: independent threads that wake every period (random first
+//!   phase) for a little work — an idle guest's or dom0's timer ticks.
+//! - `blocked-lu`: SPLASH-2 LU as lu.c runs it — N/B block steps, 2 barriers
+//!   each, the diagonal factorised by its owner, the rest by 2-D scatter
+//!   ownership, interior work shrinking quadratically (see [`build_blocked_lu`]).
 //!
 //! Invariants. Every program ends with `End` and passes [`Program::validate`];
 //! barriers involve every thread of the group (every thread's program passes
@@ -101,6 +106,8 @@ enum Template {
     Pipeline,
     Workqueue,
     Server,
+    BlockedLu,
+    Periodic,
 }
 
 /// What values a parameter accepts.
@@ -285,6 +292,26 @@ const SERVER_PARAMS: &[ParamDef] = &[
     OVERLAP,
 ];
 
+const BLOCKED_LU_PARAMS: &[ParamDef] = &[
+    p("n", int(1, 1 << 20), Val::I(4096), "matrix order N (SPLASH-2 LU `-n`)"),
+    p("block", int(1, 1 << 20), Val::I(16), "block size B (SPLASH-2 LU `-b`); block steps = ⌈N / B⌉"),
+    p("work_s", positive(1e7), Val::F(40.0), "total single-threaded work at speed 1.0, seconds (a scale)"),
+    WAIT,
+    SPIN_LIMIT,
+    MEM,
+    WS_KB,
+    OVERLAP,
+];
+
+const PERIODIC_PARAMS: &[ParamDef] = &[
+    p("period_ms", positive(MAX_TIME), Val::F(10.0), "time between wake-ups, ms (a timer tick: 1000 / HZ)"),
+    p("work_us", float(0.0, MAX_TIME), Val::F(20.0), "work at each wake-up, µs at speed 1.0"),
+    p("duration_s", positive(1e7), Val::F(60.0), "how long the thread keeps waking, s (wake-ups = duration / period)"),
+    MEM,
+    WS_KB,
+    OVERLAP,
+];
+
 /// Every template: (template, name, doc, parameters).
 const TEMPLATES: &[(Template, &str, &str, &[ParamDef])] = &[
     (
@@ -323,6 +350,18 @@ const TEMPLATES: &[(Template, &str, &str, &[ParamDef])] = &[
         "server",
         "thread 0 sends Poisson-arriving requests into a backlog; threads 1.. (a worker pool) serve them",
         SERVER_PARAMS,
+    ),
+    (
+        Template::BlockedLu,
+        "blocked-lu",
+        "SPLASH-2 blocked dense LU: N/B block steps of shrinking work, blocks owned by a 2-D scatter, 2 barriers a step",
+        BLOCKED_LU_PARAMS,
+    ),
+    (
+        Template::Periodic,
+        "periodic",
+        "background activity: each thread wakes every period (random first phase) and does a little work",
+        PERIODIC_PARAMS,
     ),
 ];
 
@@ -543,6 +582,8 @@ fn build(t: Template, r: &Resolved, threads: u32) -> Result<Vec<Program>, ModelE
         Template::Pipeline => Ok(build_pipeline(r, threads, m)),
         Template::Workqueue => build_workqueue(r, threads, m),
         Template::Server => build_server(r, threads, m),
+        Template::BlockedLu => build_blocked_lu(r, threads, m),
+        Template::Periodic => build_periodic(r, threads, m),
     }
 }
 
@@ -751,6 +792,115 @@ fn build_workqueue(r: &Resolved, threads: u32, m: MemSpec) -> Result<Vec<Program
         })
         .collect();
     Ok(programs)
+}
+
+/// The processor grid of SPLASH-2 LU for `p` threads: `rows` = ⌊√p⌋ lowered
+/// until it divides `p`, `cols` = p / rows (lu.c, main).
+fn lu_grid(p: u64) -> (u64, u64) {
+    let mut rows = (p as f64).sqrt().floor() as u64;
+    while rows > 1 && !p.is_multiple_of(rows) {
+        rows -= 1;
+    }
+    let rows = rows.max(1);
+    (rows, p / rows)
+}
+
+/// How many of the indices `lo..hi` are ≡ `a` (mod `q`).
+fn count_mod(lo: u64, hi: u64, a: u64, q: u64) -> u64 {
+    let below = |x: u64| if x > a { (x - a).div_ceil(q) } else { 0 };
+    below(hi) - below(lo)
+}
+
+/// Per-thread work units of SPLASH-2 LU, step by step (see [`build_blocked_lu`]):
+/// `(diag owner, per-thread perimeter units, per-thread interior units)` per step,
+/// in units of one B×B block update (B³ multiply-adds).
+#[allow(clippy::type_complexity)]
+fn lu_units(m: u64, threads: u64) -> Vec<(u64, Vec<u64>, Vec<u64>)> {
+    let (rows, cols) = lu_grid(threads);
+    let owner = |i: u64, j: u64| (i % rows) * cols + (j % cols);
+    (0..m)
+        .map(|k| {
+            let mut per = vec![0u64; threads as usize];
+            let mut inner = vec![0u64; threads as usize];
+            for t in 0..threads {
+                let (a, b) = (t / cols, t % cols);
+                // Perimeter: blocks (i, k), i > k, and (k, j), j > k, owned by t.
+                let col = if k % cols == b { count_mod(k + 1, m, a, rows) } else { 0 };
+                let row = if k % rows == a { count_mod(k + 1, m, b, cols) } else { 0 };
+                per[t as usize] = col + row;
+                // Interior: blocks (i, j), i, j > k, owned by t; a bmod is 2 units.
+                inner[t as usize] = 2 * count_mod(k + 1, m, a, rows) * count_mod(k + 1, m, b, cols);
+            }
+            (owner(k, k), per, inner)
+        })
+        .collect()
+}
+
+/// `blocked-lu`: SPLASH-2 LU (contiguous blocks, lu.c): the N×N matrix is cut
+/// into m = ⌈N/B⌉ block rows and columns; block (i, j) belongs to thread
+/// (i mod rows)·cols + (j mod cols) of the processor grid ([`lu_grid`]). Step
+/// k: the owner of (k, k) factors it (lu0, ⅔ of a block update), barrier 0;
+/// every thread divides its blocks of column k and row k by it (bdiv/bmodd,
+/// one update each), barrier 0; every thread updates its interior blocks
+/// (i, j > k: bmod, two updates each). Total units Σₖ ⅔ + 2r + 2r² with
+/// r = m − k − 1 (≈ ⅔ m³: LU's ⅔ N³ flops); `work_s` is spread over them.
+/// Work of the interior phase falls as r², so early steps take hundreds of
+/// ms and late ones µs, with 2 barriers a step (V: lu.c).
+fn build_blocked_lu(r: &Resolved, threads: u32, m: MemSpec) -> Result<Vec<Program>, ModelError> {
+    let (n, bs) = (r.i("n"), r.i("block"));
+    if bs > n {
+        return Err(r.err("block", format!("must be ≤ n ({n}), got {bs}")));
+    }
+    let steps = n.div_ceil(bs);
+    count_u32(steps, r, "block", "block steps")?;
+    let units = lu_units(steps, threads as u64);
+    // Units ×3 so the diagonal factorisation (⅔ of an update) is a whole number: 2.
+    let total3: u64 = units.iter().map(|(_, p, i)| 2 + 3 * (p.iter().sum::<u64>() + i.iter().sum::<u64>())).sum();
+    let unit3 = r.f("work_s") * 1e9 / total3 as f64;
+    let ns = |u3: u64| Nanos((u3 as f64 * unit3).round() as u64);
+    let wait = wait_of(r);
+    let programs = (0..threads as usize)
+        .map(|t| {
+            let mut b = Builder::new(m);
+            for (owner, per, inner) in &units {
+                if *owner == t as u64 {
+                    b.compute(ns(2));
+                }
+                b.push(Op::Barrier { id: 0, wait });
+                b.compute(ns(3 * per[t]));
+                b.push(Op::Barrier { id: 0, wait });
+                b.compute(ns(3 * inner[t]));
+            }
+            b.finish()
+        })
+        .collect();
+    Ok(programs)
+}
+
+/// `periodic`: every thread = [SleepExp(period) — a random phase, drawn from
+/// the run's seed — then (n − 1) × [work; Sleep(period)]; work], n = ⌊duration
+/// / period⌋ wake-ups. The threads are independent (no sync ops): the timer
+/// ticks and housekeeping of an otherwise idle guest or of dom0, which wake
+/// its vCPUs whatever the other domains do.
+fn build_periodic(r: &Resolved, threads: u32, m: MemSpec) -> Result<Vec<Program>, ModelError> {
+    let period = Nanos::from_ms_f64(r.f("period_ms"));
+    if period.0 == 0 {
+        return Err(r.err("period_ms", "must be ≥ 0.000001 ms"));
+    }
+    let work = Nanos::from_ms_f64(r.f("work_us") / 1000.0);
+    if work >= period {
+        return Err(r.err("work_us", format!("must be shorter than period_ms ({} ms)", r.f("period_ms"))));
+    }
+    let n = (r.f("duration_s") * 1e9 / period.0 as f64).floor() as u64;
+    let n = count_u32(n.max(1), r, "duration_s", "wake-ups")?;
+    let mut b = Builder::new(m);
+    b.push(Op::SleepExp { mean: period });
+    b.repeat(n - 1, |b| {
+        b.compute(work);
+        b.push(Op::Sleep { dur: period });
+    });
+    b.compute(work);
+    Ok(vec![b.finish(); threads as usize])
 }
 
 /// `server`: thread 0 = `requests` × [SleepExp(1 / rate); Push 0]; worker
@@ -1364,15 +1514,65 @@ mod tests {
         assert_eq!(counts(&progs[2]).barrier, BTreeMap::from([(0, 384 * 9), (1, 384)]));
         // thread 0: 384 × (49.5 + 2.605) ms = 20 008.32 ms.
         assert_eq!(progs[0].total_work(), Nanos::from_ms_f64(384.0 * 49.5 + 384.0 * 2.605));
-        // lu-splash2: exactly 2 barriers per block step (V).
+        // lu-splash2: exactly 2 barriers per block step (V), N/B = 4096/16 = 256 steps.
         let progs = lib.instantiate("lu-splash2", &Params::new(), 2, "t").unwrap();
         let c = counts(&progs[1]).barrier;
-        assert_eq!(c.values().sum::<u64>(), 2 * 7128);
+        assert_eq!(c.values().sum::<u64>(), 2 * 256);
         // NPB: OpenMP waiting with the pre-GCC-4.6 spin limit of 150 ms; NPB LU spins.
         let bt = lib.instantiate("npb-bt", &Params::new(), 2, "t").unwrap();
         assert!(bt[0].ops.contains(&Op::Barrier { id: 0, wait: Wait::SpinThenBlock(Nanos::from_ms(150)) }));
         let lu = lib.instantiate("npb-lu", &Params::new(), 2, "t").unwrap();
         assert!(lu[0].ops.contains(&Op::Barrier { id: 0, wait: Wait::Spin }));
+    }
+
+    #[test]
+    fn blocked_lu_steps_and_shares_follow_lu_c() {
+        // Grids (lu.c): 2 → 1×2, 4 → 2×2, 6 → 2×3, 7 → 1×7.
+        assert_eq!(
+            [lu_grid(1), lu_grid(2), lu_grid(4), lu_grid(6), lu_grid(7)],
+            [(1, 1), (1, 2), (2, 2), (2, 3), (1, 7)]
+        );
+        // m = 3 block steps, 2 threads on a 1×2 grid: block (i, j) belongs to j mod 2.
+        // k = 0: diag (0,0) → t0; perimeter column (1,0),(2,0) → t0, row (0,1) → t1, (0,2) → t0;
+        //        interior (1..3)² : columns 1 → t1, 2 → t0: 2 blocks each, 2 units a block → 4, 4.
+        // k = 1: diag (1,1) → t1; perimeter (2,1) → t1, (1,2) → t0; interior (2,2) → t0: 2 units.
+        // k = 2: diag (2,2) → t0; nothing else.
+        let u = lu_units(3, 2);
+        assert_eq!(u[0], (0, vec![3, 1], vec![4, 4]));
+        assert_eq!(u[1], (1, vec![1, 1], vec![2, 0]));
+        assert_eq!(u[2], (0, vec![0, 0], vec![0, 0]));
+        // In thirds: 3 diagonals × 2 + 3 × (4 + 8 + 2 + 2) = 6 + 48 = 54 thirds = 18 units; work_s = 0.054
+        // gives 1 ms a third: t0 = 2 + 9 + 12 | 3 + 6 | 2 = 34 ms, t1 = 3 + 12 | 2 + 3 = 20 ms.
+        let o = params(&[("n", int(48)), ("block", int(16)), ("work_s", ParamValue::Float(0.054))]);
+        let progs = Library::builtin().instantiate("lu-splash2", &o, 2, "t").unwrap();
+        assert_eq!(progs[0].total_work(), Nanos::from_ms(34));
+        assert_eq!(progs[1].total_work(), Nanos::from_ms(20));
+        assert_eq!(counts(&progs[0]).barrier, BTreeMap::from([(0, 6)]));
+        // N = 4096, B = 16: 256 steps; the first interior update is 255²·2 of ≈ ⅔·256³ units,
+        // ≈ 1.16 % of the work per thread pair, the last step's is empty.
+        let u = lu_units(256, 2);
+        assert_eq!(u[0].2.iter().sum::<u64>(), 2 * 255 * 255);
+        assert_eq!(u[255].2, vec![0, 0]);
+        // A block larger than the matrix is refused, naming the field.
+        let o = params(&[("n", int(8)), ("block", int(16))]);
+        let e = Library::builtin().instantiate("lu-splash2", &o, 2, "t").unwrap_err();
+        assert!(e.to_string().contains("block"), "{e}");
+    }
+
+    #[test]
+    fn periodic_wakes_duration_over_period_times() {
+        // guest-idle: HZ = 100 → a 10 ms period, 20 µs a tick, 60 s → 6000 wake-ups:
+        // work 6000 × 20 µs = 120 ms; a random first phase, then 5999 periods of sleep.
+        let progs = Library::builtin().instantiate("guest-idle", &Params::new(), 2, "t").unwrap();
+        assert_eq!(progs.len(), 2);
+        assert_eq!(progs[0], progs[1]);
+        assert_eq!(progs[0].total_work(), Nanos::from_ms(120));
+        assert_eq!(progs[0].ops[0], Op::SleepExp { mean: Nanos::from_ms(10) });
+        assert_eq!(progs[0].ops[1], Op::LoopStart { count: 5999, end: 4 });
+        // Work as long as the period is refused, naming the field.
+        let o = params(&[("period_ms", int(1)), ("work_us", int(1000))]);
+        let e = Library::builtin().instantiate("guest-idle", &o, 1, "t").unwrap_err();
+        assert!(e.to_string().contains("work_us"), "{e}");
     }
 
     #[test]
@@ -1545,7 +1745,20 @@ mod tests {
     fn templates_list_their_parameters() {
         let t = Library::templates();
         let names: Vec<_> = t.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["sequential", "cpu-bound", "fork-join", "phased", "pipeline", "workqueue", "server"]);
+        assert_eq!(
+            names,
+            [
+                "sequential",
+                "cpu-bound",
+                "fork-join",
+                "phased",
+                "pipeline",
+                "workqueue",
+                "server",
+                "blocked-lu",
+                "periodic"
+            ]
+        );
         let phased = &t[3];
         assert!(phased.params.iter().any(|p| p.0 == "wait" && p.1 == "block"));
         // The default spin limit is modern libgomp's ≈ 2 ms.

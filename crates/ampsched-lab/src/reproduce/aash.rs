@@ -26,6 +26,16 @@ pub const STUDY: Study = Study {
     title: "AASH: an asymmetry-aware scheduler for hypervisors — reproduction",
     files: FILES,
     ledger: include_str!("../../../../scenarios/aash/ledger.toml"),
+    metrics: &[
+        "completion_s",
+        "fast_idle_slow_busy_s",
+        "fast_share",
+        "max_migrations_per_slice",
+        "migrations",
+        "normalised_completion",
+        "speedup_pct",
+        "stdev_completion_s",
+    ],
     analyse,
 };
 

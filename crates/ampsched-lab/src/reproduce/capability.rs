@@ -43,6 +43,18 @@ pub const STUDY: Study = Study {
     title: "Capability balancing of parallel applications on asymmetric CPUs — reproduction",
     files: FILES,
     ledger: include_str!("../../../../scenarios/capability/ledger.toml"),
+    metrics: &[
+        "avg_chore",
+        "chores",
+        "completion_s",
+        "cpu_idle_pct",
+        "finished",
+        "migrations",
+        "min_fast_share_pct",
+        "run_spread_pct",
+        "speedup_pct",
+        "stdev_chore",
+    ],
     analyse,
 };
 

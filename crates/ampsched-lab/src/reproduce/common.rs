@@ -22,6 +22,8 @@ pub struct Study {
     pub files: &'static [EmbeddedFile],
     /// Its ledger of published figures (`ledger.toml`, see `crate::ledger`).
     pub ledger: &'static str,
+    /// Every metric its analysis can put in a summary row (a claim naming another is a load-time error).
+    pub metrics: &'static [&'static str],
     /// Turn every experiment's runs into the report.
     pub analyse: fn(&[Runs]) -> Report,
 }

@@ -106,6 +106,7 @@ fn load_all(
     let mut all_cases: Vec<String> = Vec::new();
     let names: Vec<&str> = study.files.iter().map(|f| f.0.trim_end_matches(".toml")).collect();
     ledger::validate(claims, ledger_file, &names, &[], &[]).map_err(ReproduceError::Ledger)?;
+    ledger::validate_metrics(claims, ledger_file, study.metrics).map_err(ReproduceError::Ledger)?;
     for (file, text) in study.files {
         let stem = file.trim_end_matches(".toml");
         if !opts.only.is_empty() && !opts.only.iter().any(|o| stem.contains(o.as_str())) {

@@ -42,6 +42,15 @@ pub const STUDY: Study = Study {
     title: "The impact of performance asymmetry: predictability and scalability — reproduction",
     files: FILES,
     ledger: include_str!("../../../../scenarios/study/ledger.toml"),
+    metrics: &[
+        "completion_s",
+        "compute_power",
+        "migrations",
+        "run_spread_pct",
+        "speedup_pct",
+        "speedup_x",
+        "throughput",
+    ],
     analyse,
 };
 
