@@ -107,16 +107,32 @@ class SimResult:
                     elif k == "domain" and key == "tasks":
                         row["domain_id"] = v
                         row["domain"] = domains[v]
+                    elif k == "name" and key == "tasks":
+                        row["thread"] = v
                     elif k == "name":
                         row["domain"] = v
+                    elif k == "periodic":
+                        row["periods"] = v["periods"]
+                        row["deadline_misses"] = v["deadline_misses"]
+                        for s in ("min", "mean", "max"):
+                            row[f"slack_{s}_s"] = v[f"slack_{s}_ns"] / NS
                     else:
                         row[k] = v
+                if key == "tasks":
+                    # rt-app threads keep their own names; other vCPUs are named as in traces
+                    row.setdefault("thread", f"{row['domain']}/v{row['vcpu']}")
                 rows.append(row)
         return pd.DataFrame(rows)
 
     @property
     def tasks(self) -> pd.DataFrame:
-        """One row per task (vCPU or thread) and run."""
+        """One row per task (vCPU or thread) and run.
+
+        ``thread`` is the rt-app thread name (``render``, ``decode-0``) or
+        ``domain/vN``; periodic tasks (rt-app ``timer``) add ``periods``,
+        ``deadline_misses`` and ``slack_{min,mean,max}_s`` (rt-app's slack:
+        period end minus work end; negative = a missed deadline).
+        """
         return self._per("tasks")
 
     @property

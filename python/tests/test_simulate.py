@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 import ampsched
@@ -133,6 +134,19 @@ def test_rtapp_scenario_from_python(root):
     r = ampsched.simulate(root / "scenarios" / "rtapp" / "prodcons.toml")
     assert bool(r.summary.loc[0, "all_done"])
     assert len(r.tasks) == 3
+    # rt-app's thread names, as in the real run's trace
+    assert list(r.tasks["thread"]) == ["producer", "consumer-0", "consumer-1"]
+    assert set(r.tasks["domain"]) == {"pc"}
+
+
+def test_periodic_rtapp_threads_report_slack_and_deadline_misses(root):
+    r = ampsched.simulate(root / "scenarios" / "rtapp" / "periodic.toml", runs=1)
+    t = r.tasks.set_index("thread")
+    # render, decode-0, decode-1 reach `timer` events; hog has none
+    assert t.loc["render", "periods"] >= 298
+    assert t.loc["render", "slack_max_s"] < 0.016667
+    assert 0 <= t.loc["decode-0", "deadline_misses"] <= t.loc["decode-0", "periods"]
+    assert pd.isna(t.loc["hog", "periods"])
 
 
 def test_policy_and_model_listings():

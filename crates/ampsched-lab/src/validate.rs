@@ -228,7 +228,12 @@ fn simulate(
             .iter()
             .filter(|t| !t.idle)
             .map(|t| ThreadRow {
-                name: names.get(t.vcpu as usize).cloned().unwrap_or_else(|| format!("t{}", t.vcpu)),
+                // the simulator carries rt-app's thread names (`name`, `name-k`) into its results
+                name: t
+                    .name
+                    .clone()
+                    .or_else(|| names.get(t.vcpu as usize).cloned())
+                    .unwrap_or_else(|| format!("t{}", t.vcpu)),
                 cpu_s_by_class: t
                     .cpu_ns
                     .names

@@ -52,6 +52,11 @@ pub struct TaskResult {
     pub domain: u32,
     /// vCPU index in the domain.
     pub vcpu: u32,
+    /// The thread's own name (an rt-app task name, `name-k` for instance k;
+    /// the same name as in a real run's trace); absent for vCPUs of
+    /// hand-written workloads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// True for a vCPU with no program (never runnable).
     pub idle: bool,
     /// When its program ended (null: not done).
@@ -74,6 +79,27 @@ pub struct TaskResult {
     /// (schema `ampsched.sim/1` unchanged); `ampsched validate` prints p50/p99.
     #[serde(skip)]
     pub wake_latency: LatencyHist,
+    /// Slack and deadline misses of a periodic task (one that reaches rt-app
+    /// `timer` events); absent for tasks without timers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub periodic: Option<Periodic>,
+}
+
+/// A periodic task's slack, as rt-app's per-thread log reports it: at each
+/// `timer` event, the period's end minus the time its work ended. Negative
+/// slack is a deadline miss (the work overran the period).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Periodic {
+    /// Timer events reached (periods).
+    pub periods: u64,
+    /// Periods with negative slack.
+    pub deadline_misses: u64,
+    /// Least slack, ns (negative: the worst overrun).
+    pub slack_min_ns: i64,
+    /// Mean slack, ns (rounded toward −∞).
+    pub slack_mean_ns: i64,
+    /// Greatest slack, ns.
+    pub slack_max_ns: i64,
 }
 
 /// One point of a domain's time series.

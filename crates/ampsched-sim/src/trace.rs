@@ -109,9 +109,12 @@ pub struct TraceRecorder {
 
 impl TraceRecorder {
     /// A recorder for a run of these domains and tasks on `ncpus` CPUs, `n_fast` of them fast.
+    /// A task with a name of its own (`names`, e.g. an rt-app thread) is that
+    /// thread in the trace, as in a real run's; the others are `domain/vN`.
     pub(crate) fn new(
         domains: &[DomainView],
         tasks: &[TaskView],
+        names: &[Option<&str>],
         ncpus: usize,
         n_fast: u32,
         opts: TraceOptions,
@@ -122,9 +125,14 @@ impl TraceRecorder {
         let mut next_tid = 1000 + domains.len() as u32;
         let threads: Vec<(u32, String)> = tasks
             .iter()
-            .map(|t| {
+            .zip(names)
+            .map(|(t, n)| {
                 next_tid += 1;
-                (next_tid - 1, format!("{}/v{}", domains[t.domain.idx()].name, t.vcpu))
+                let name = match n {
+                    Some(n) => n.to_string(),
+                    None => format!("{}/v{}", domains[t.domain.idx()].name, t.vcpu),
+                };
+                (next_tid - 1, name)
             })
             .collect();
         let mut w = TraceWriter::new(ncpus);

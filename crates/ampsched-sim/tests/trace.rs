@@ -320,3 +320,30 @@ fn the_fair_dispatcher_has_runqueues_but_no_credit_and_sampling_is_configurable(
     let bad = run_traced(&job, TraceOptions { sample_period: Nanos::ZERO }).unwrap_err();
     assert!(bad.msg.contains("sampling period"));
 }
+
+#[test]
+fn rt_app_threads_keep_their_names_in_results_and_trace_and_periodic_ones_report_slack() {
+    // scenarios/rtapp/periodic.json: `render` (timer 16.667 ms), `decode` × 2
+    // (a unique timer per instance), `hog` (no timer) on a 4-vCPU domain.
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/rtapp/periodic.toml");
+    let sc = Scenario::load(&root, &Library::builtin()).unwrap_or_else(|e| panic!("{e}"));
+    let (r, bytes) = traced(&sc, 1);
+    let names: Vec<Option<&str>> = r.tasks.iter().map(|t| t.name.as_deref()).collect();
+    assert_eq!(names, [Some("render"), Some("decode-0"), Some("decode-1"), Some("hog")]);
+    let d = read(&bytes);
+    let traced_names: Vec<&str> = d.threads.values().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(traced_names, ["render", "decode-0", "decode-1", "hog"]);
+    // render: one timer event per frame over 5 s; the first comes after 6 ms of
+    // work at most (faster on the fast CPU), so there are at least
+    // ⌊5000 / 16.667⌋ − 1 = 298 periods, and slack never exceeds a period.
+    let p = r.tasks[0].periodic.as_ref().expect("render is periodic");
+    assert!(p.periods >= 298, "{p:?}");
+    assert!(p.slack_max_ns < 16_667_000 && p.slack_min_ns <= p.slack_mean_ns, "{p:?}");
+    assert!(p.deadline_misses <= p.periods);
+    assert!(r.tasks[1].periodic.is_some() && r.tasks[2].periodic.is_some());
+    assert!(r.tasks[3].periodic.is_none(), "hog has no timer");
+    // The JSON carries both (a documented addition to `ampsched.sim/1`).
+    let j = serde_json::to_value(&r.tasks[0]).unwrap();
+    assert_eq!(j["name"], "render");
+    assert_eq!(j["periodic"]["periods"], p.periods);
+}

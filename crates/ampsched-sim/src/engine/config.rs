@@ -52,6 +52,9 @@ pub struct TaskInit {
     pub group: u32,
     /// Index of this task within its sync group.
     pub rank: u32,
+    /// The thread's own name (an rt-app task name, `name-k` for instance k),
+    /// carried into results and traces; `None`: named `domain/vN` there.
+    pub name: Option<Arc<str>>,
 }
 
 /// When a run stops.

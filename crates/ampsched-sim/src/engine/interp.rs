@@ -125,6 +125,7 @@ impl Sim {
                     }
                     obj.at += period;
                     let at = obj.at;
+                    tk.slack.record(at.0 as i64 - now.0 as i64);
                     if now >= at && relative {
                         obj.at = now;
                     }

@@ -7,7 +7,7 @@
 use super::fixed;
 use super::task::St;
 use super::Sim;
-use crate::results::{ClassTimes, CpuResult, DomainResult, RunResult, TaskResult};
+use crate::results::{ClassTimes, CpuResult, DomainResult, Periodic, RunResult, TaskResult};
 use ampsched_model::TaskId;
 
 impl Sim {
@@ -50,6 +50,7 @@ impl Sim {
                 id: i as u32,
                 domain: t.domain.0,
                 vcpu: self.views[i].vcpu,
+                name: t.name.as_deref().map(str::to_string),
                 idle: t.idle_vcpu,
                 completion_ns: t.done_at.map(|x| x.0),
                 computes_done: t.computes_done,
@@ -60,6 +61,13 @@ impl Sim {
                 migrations_local: t.mig_local,
                 migrations_remote: t.mig_remote,
                 wake_latency: t.wake_lat.clone(),
+                periodic: (t.slack.periods > 0).then(|| Periodic {
+                    periods: t.slack.periods,
+                    deadline_misses: t.slack.misses,
+                    slack_min_ns: t.slack.min,
+                    slack_mean_ns: t.slack.sum.div_euclid(t.slack.periods as i64),
+                    slack_max_ns: t.slack.max,
+                }),
             })
             .collect();
         let domains: Vec<DomainResult> = self

@@ -52,6 +52,38 @@ pub(super) enum Act {
     Busy { until: Nanos },
 }
 
+/// Slack of a periodic task, as rt-app's log reports it: at each `timer`
+/// event the period's end (the timer's next activation) minus the time the
+/// work before it ended; negative = the period's deadline was missed
+/// (rt-app `src/rt-app.c`, `run_event`, case `rtapp_timer`: `t_slack =
+/// t_next − t_now` after `t_next += period`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Slack {
+    /// Timer events (periods) reached.
+    pub(super) periods: u64,
+    /// Periods whose work ended after the period's end (slack < 0).
+    pub(super) misses: u64,
+    /// Least, greatest and summed slack, ns.
+    pub(super) min: i64,
+    pub(super) max: i64,
+    pub(super) sum: i64,
+}
+
+impl Slack {
+    /// One timer event with this slack (ns).
+    pub(super) fn record(&mut self, slack: i64) {
+        if self.periods == 0 {
+            (self.min, self.max) = (slack, slack);
+        } else {
+            self.min = self.min.min(slack);
+            self.max = self.max.max(slack);
+        }
+        self.periods += 1;
+        self.misses += u64::from(slack < 0);
+        self.sum = self.sum.saturating_add(slack);
+    }
+}
+
 /// One task (a vCPU running a program): interpreter state, accounting and statistics.
 pub(super) struct Task {
     pub(super) domain: DomainId,
@@ -88,6 +120,8 @@ pub(super) struct Task {
     pub(super) woke_at: Option<Nanos>,
     /// Wake-up latencies: from a wake-up to running.
     pub(super) wake_lat: LatencyHist,
+    pub(super) name: Option<Arc<str>>,
+    pub(super) slack: Slack,
     // placer sampling
     pub(super) period_run: Vec<u64>,
     pub(super) period_active: bool,
@@ -128,6 +162,8 @@ impl Task {
             computes_done: 0,
             woke_at: None,
             wake_lat: LatencyHist::new(),
+            name: ti.name.clone(),
+            slack: Slack::default(),
             period_run: vec![0; nclass],
             period_active: false,
         }

@@ -100,6 +100,7 @@ fn config(topo: Topology, programs: Vec<Vec<Op>>, slice: Nanos) -> SimConfig {
             affinity: topo.all,
             group: 0,
             rank: i as u32,
+            name: None,
         })
         .collect();
     let domain = DomainView {
@@ -275,4 +276,38 @@ fn wake_up_latency_runs_from_the_wake_up_to_the_first_run() {
     // 10 ms: e = 23, (10_000_000 − 8_388_608) / 262_144 = 6.1 → + 6·262_144.
     assert_eq!(w1.quantile(0.5), Some(8_388_608 + 6 * 262_144));
     assert_eq!(done_ms(&r.tasks[0]), 31.0);
+}
+
+#[test]
+fn a_periodic_task_reports_rt_app_slack_and_deadline_misses() {
+    // rt-app's slack (src/rt-app.c, case rtapp_timer): at a timer event the
+    // timer's next activation (t_next += period) minus now; negative = a miss.
+    // Two tasks on one CPU, each `loop 2 { run 6 ms; timer 10 ms }` on its own
+    // relative timer (rt-app's default mode: an overrun re-anchors at now).
+    //   A runs 0-6: t_next 10, slack +4 ms; sleeps to 10.
+    //   B runs 6-12: t_next 10, slack −2 ms (miss), re-anchored at 12, no sleep;
+    //   B runs 12-18: t_next 22, slack +4 ms; sleeps.
+    //   A (woken at 10) runs 18-24: t_next 20, slack −4 ms (miss); ends at 24.
+    //   B (woken at 22) ends at 24.
+    // A: 2 periods, 1 miss, slack −4/0/+4 ms (min/mean/max); B: −2/+1/+4 ms.
+    let periodic = |id| {
+        vec![
+            Op::LoopStart { count: 2, end: 3 },
+            compute(6),
+            Op::Timer { id, period: Nanos(10 * MS), relative: true, start: Nanos::ZERO },
+            Op::LoopEnd { start: 0 },
+            Op::End,
+        ]
+    };
+    let r = run(machine(&[1.0]), vec![periodic(0), periodic(1)]);
+    let ms = MS as i64;
+    let p: Vec<_> = r.tasks.iter().map(|t| t.periodic.clone().expect("periodic")).collect();
+    assert_eq!((p[0].periods, p[0].deadline_misses), (2, 1));
+    assert_eq!((p[0].slack_min_ns, p[0].slack_mean_ns, p[0].slack_max_ns), (-4 * ms, 0, 4 * ms));
+    assert_eq!((p[1].periods, p[1].deadline_misses), (2, 1));
+    assert_eq!((p[1].slack_min_ns, p[1].slack_mean_ns, p[1].slack_max_ns), (-2 * ms, ms, 4 * ms));
+    assert_eq!((done_ms(&r.tasks[0]), done_ms(&r.tasks[1])), (24.0, 24.0));
+    // A task without timers reports no periodic statistics (and its JSON no field).
+    let r = run(machine(&[1.0]), vec![vec![compute(1), Op::End]]);
+    assert!(r.tasks[0].periodic.is_none());
 }

@@ -17,7 +17,9 @@ impl Sim {
     pub fn run_traced(mut self, opts: TraceOptions) -> (RunResult, Vec<u8>) {
         let n_fast = self.cpus.iter().filter(|c| c.fast).count() as u32;
         let sink = TraceSink::default();
-        let mut tr = TraceRecorder::new(&self.domains, &self.views, self.cpus.len(), n_fast, opts, sink.clone());
+        let names: Vec<Option<&str>> = self.tasks.iter().map(|t| t.name.as_deref()).collect();
+        let mut tr =
+            TraceRecorder::new(&self.domains, &self.views, &names, self.cpus.len(), n_fast, opts, sink.clone());
         for (i, c) in self.cpus.iter().enumerate() {
             tr.frequency(Nanos::ZERO, CpuId(i as u32), c.speed * (1.0 - c.noise));
         }

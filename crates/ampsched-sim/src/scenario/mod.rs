@@ -400,7 +400,11 @@ struct RtAppCtx {
     warnings: Vec<String>,
 }
 
-/// The programs of an rt-app file for `threads` vCPUs (extra vCPUs stay idle).
+/// A task's program and its own name (an rt-app thread's; `None` for other workloads).
+type Named = (Program, Option<Arc<str>>);
+
+/// The programs of an rt-app file for `threads` vCPUs, with the rt-app thread
+/// names (extra vCPUs stay idle and unnamed).
 fn rtapp_programs(
     w: &WorkloadSpec,
     file: &str,
@@ -408,7 +412,7 @@ fn rtapp_programs(
     path: &str,
     topo: &Topology,
     rt: &mut RtAppCtx,
-) -> Result<Vec<Program>, ModelError> {
+) -> Result<Vec<Named>, ModelError> {
     let p = format!("{path}.rtapp");
     if w.model.is_some() || w.program.is_some() {
         return Err(ModelError::new(p, "give one of `model`, `program` or `rtapp`"));
@@ -433,8 +437,8 @@ fn rtapp_programs(
     }
     rt.duration = rt.duration.max(app.duration);
     rt.warnings.extend(app.warnings.iter().map(|w| format!("warning: {w} (rt-app file of `{p}`)")));
-    let mut progs: Vec<Program> = app.threads.into_iter().map(|t| t.program).collect();
-    progs.resize(threads as usize, Program::idle());
+    let mut progs: Vec<Named> = app.threads.into_iter().map(|t| (t.program, Some(Arc::from(t.name)))).collect();
+    progs.resize(threads as usize, (Program::idle(), None));
     Ok(progs)
 }
 
@@ -445,12 +449,13 @@ fn programs_for(
     lib: &Library,
     topo: &Topology,
     rt: &mut RtAppCtx,
-) -> Result<Vec<Program>, ModelError> {
+) -> Result<Vec<Named>, ModelError> {
     if let Some(f) = &w.rtapp {
         return rtapp_programs(w, f, threads, path, topo, rt);
     }
+    let unnamed = |v: Vec<Program>| v.into_iter().map(|p| (p, None)).collect();
     match (&w.model, &w.program) {
-        (Some(m), None) => lib.instantiate(m, &w.params, threads, path),
+        (Some(m), None) => lib.instantiate(m, &w.params, threads, path).map(unnamed),
         (None, Some(ops)) => {
             if let Some(k) = w.params.keys().next() {
                 return Err(ModelError::new(
@@ -459,7 +464,7 @@ fn programs_for(
                 ));
             }
             let p = ampsched_model::spec::compile_program(ops, &format!("{path}.program"))?;
-            Ok(vec![p; threads as usize])
+            Ok(unnamed(vec![p; threads as usize]))
         }
         (Some(_), Some(_)) => Err(ModelError::new(path, "give either `model` or `program`, not both")),
         (None, None) => {
@@ -524,7 +529,7 @@ fn build_domains(
         }
     }
     // Programs per domain: a shared workload in a multi-domain group is instantiated once for all its vCPUs.
-    let mut progs: Vec<Vec<Option<Program>>> = vec![Vec::new(); spec.domains.len()];
+    let mut progs: Vec<Vec<Option<Named>>> = vec![Vec::new(); spec.domains.len()];
     for g in &groups {
         let members: Vec<usize> = (0..spec.domains.len()).filter(|&i| &group_name(&spec.domains[i]) == g).collect();
         let shared: Vec<usize> = members.iter().copied().filter(|&i| spec.domains[i].workload.is_some()).collect();
@@ -585,7 +590,10 @@ fn build_domains(
         let dom_aff = affinity_of(&d.affinity, format!("{p}.affinity"), topo)?;
         let g = groups.iter().position(|x| *x == group_name(d)).expect("group") as u32;
         for v in 0..d.vcpus {
-            let prog = progs[di].get(v as usize).cloned().flatten();
+            let (prog, name) = match progs[di].get(v as usize).cloned().flatten() {
+                Some((p, n)) => (Some(p), n),
+                None => (None, None),
+            };
             let task_aff = match &d.tasks {
                 Some(ts) if (v as usize) < ts.len() && ts[v as usize].affinity.is_some() => {
                     affinity_of(&ts[v as usize].affinity, format!("{p}.tasks[{v}].affinity"), topo)?
@@ -607,6 +615,7 @@ fn build_domains(
                 affinity: task_aff,
                 group: g,
                 rank,
+                name,
             });
         }
     }
