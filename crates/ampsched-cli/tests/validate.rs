@@ -1,7 +1,7 @@
 //! `ampsched validate` on the real machine: one small rt-app workload run
 //! for real (default Linux and under the agent with `aash`) and simulated.
 //! Asserts structure — every thread present in both bodies, every run
-//! completed, divergence finite — never a timing.
+//! completed, divergence finite, wake-up latencies present — never a timing.
 
 use std::process::Command;
 
@@ -36,6 +36,14 @@ fn validate_runs_one_rtapp_workload_both_ways() {
                 r["threads"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
             names.sort();
             assert_eq!(names, vec!["w-0", "w-1"], "{config}/{source}");
+            // Wake-up latencies: every thread woke at least once (its start);
+            // the real side has them when measured from the trace.
+            if source == "sim" || r["measured"] == "trace" {
+                for t in r["threads"].as_array().unwrap() {
+                    assert!(t["wakeups"].as_u64().unwrap() >= 1, "{config}/{source}: {t}");
+                    assert!(t["wake_p99_us"].as_f64().unwrap() >= t["wake_p50_us"].as_f64().unwrap());
+                }
+            }
         }
     }
     let text = String::from_utf8_lossy(&out.stdout);

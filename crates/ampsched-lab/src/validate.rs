@@ -4,15 +4,30 @@
 //! Real side: Debian's `rt-app FILE`, first under default Linux, then under
 //! the agent (`ampsched run --placer P -- rt-app FILE`) for each placer,
 //! interleaved (default, P1, P2, default, P1, … for `reps` rounds), with the
-//! RT hog (`ampsched-hog`) started by validate when `--slow` is given. The
-//! workload's threads are sampled every 2 ms from `/proc/<pid>/task/*`:
-//! `schedstat` run time charged to the class of the CPU in `stat` (field
-//! 39), a CPU change counted as a migration (a lower bound: two moves
-//! within 2 ms count once), and a thread's completion is the last time it
-//! was seen minus the first time any workload thread was seen (rt-app's own
-//! calibration and the main thread are left out). Instances of one rt-app
-//! task share its name; they are numbered `name-k` in thread-id order, as
-//! the simulator names them.
+//! RT hog (`ampsched-hog`) started by validate when `--slow` is given.
+//!
+//! Each run starts in a session of its own (`setsid`), whose autogroup gets
+//! nice −20 (`/proc/<pid>/autogroup`, kernel/sched/autogroup.c
+//! `proc_sched_autogroup_set_nice`). With autogroups on (the default of
+//! desktop and server kernels, `kernel.sched_autogroup_enabled = 1`) every
+//! session is one group entity per CPU, so a `nice -n 19` build in another
+//! session still takes a full group's share: on the busy development
+//! machine (load 14 on 2 CPUs) a 0.3 s loop took 1.0 s at autogroup nice 0
+//! and 0.30 s at −20. Inside the group the workload's threads meet each
+//! other and the agent exactly as on a quiet host; the group ends with the
+//! run (nothing is left changed). `Row::autogroup` records what was set.
+//!
+//! The workload's threads are measured from the kernel's sched tracepoints
+//! (`schedtrace`: run time per CPU charged to the CPU's class, migrations,
+//! wake-up latencies, first run and exit). Without tracefs (not root) they
+//! fall back to a 2 ms sampler of `/proc/<pid>/task/*` (`schedstat` run
+//! time charged to the class of the CPU in `stat` field 39, a CPU change
+//! counted as a migration, a lower bound; no wake-up latencies).
+//! `Row::measured` says which. The sampler also names the threads. A
+//! thread's completion is its exit minus the first run of any workload
+//! thread (rt-app's own calibration and the main thread are left out).
+//! Instances of one rt-app task share its name; they are numbered `name-k`
+//! in thread-id order, as the simulator names them.
 //!
 //! Simulated side: the same file as a domain's rt-app workload on the same
 //! topology plus the hog as an RT load, dispatcher `linux`, placer `none` or
@@ -28,7 +43,10 @@
 //! terminates the hog and the workload (the agent restores affinities on
 //! SIGTERM) and returns the rows so far, marked partial.
 
+mod schedtrace;
+
 use ampsched_model::{rtapp, Topology};
+use ampsched_sim::latency::LatencyHist;
 use ampsched_sim::runner::{run_one, Job};
 use ampsched_sim::{Library, Scenario};
 use serde::Serialize;
@@ -90,7 +108,7 @@ pub struct Options {
 }
 
 /// One thread of one run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct ThreadRow {
     /// rt-app's thread name.
     pub name: String,
@@ -100,6 +118,33 @@ pub struct ThreadRow {
     pub migrations: u64,
     /// Completion, s from the workload's start.
     pub completion_s: f64,
+    /// Time runnable but not running, s (not measured by the sampler: 0).
+    pub wait_s: f64,
+    /// Wake-ups seen (0 when not measured: the sampler cannot).
+    pub wakeups: u64,
+    /// Wake-up latency median, µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wake_p50_us: Option<f64>,
+    /// Wake-up latency 99th percentile, µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wake_p99_us: Option<f64>,
+    /// The latencies themselves (merged for the per-configuration figures).
+    #[serde(skip)]
+    pub wake: LatencyHist,
+}
+
+fn us(ns: Option<u64>) -> Option<f64> {
+    ns.map(|x| x as f64 / 1e3)
+}
+
+impl ThreadRow {
+    fn with_wake(mut self, wake: LatencyHist) -> ThreadRow {
+        self.wakeups = wake.count();
+        self.wake_p50_us = us(wake.quantile(0.5));
+        self.wake_p99_us = us(wake.quantile(0.99));
+        self.wake = wake;
+        self
+    }
 }
 
 /// One run.
@@ -120,6 +165,41 @@ pub struct Row {
     /// 1-minute load average before the run (real only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub load_avg: Option<f64>,
+    /// Wake-up latency median over the run's threads, µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wake_p50_us: Option<f64>,
+    /// Wake-up latency 99th percentile over the run's threads, µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wake_p99_us: Option<f64>,
+    /// Real only: how threads were measured, "trace" or "sampled".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured: Option<String>,
+    /// Real only: the run's autogroup as read back, e.g. "/autogroup-7 nice -20".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autogroup: Option<String>,
+}
+
+impl Row {
+    fn new(workload: &Path, config: &str, source: &str, rep: u32, threads: Vec<ThreadRow>) -> Row {
+        let completion_s = threads.iter().map(|t| t.completion_s).fold(0.0, f64::max);
+        let mut all = LatencyHist::new();
+        for t in &threads {
+            all.merge(&t.wake);
+        }
+        Row {
+            workload: workload.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
+            config: config.into(),
+            source: source.into(),
+            rep,
+            completion_s,
+            threads,
+            load_avg: None,
+            wake_p50_us: us(all.quantile(0.5)),
+            wake_p99_us: us(all.quantile(0.99)),
+            measured: None,
+            autogroup: None,
+        }
+    }
 }
 
 /// A validation's outcome.
@@ -129,6 +209,13 @@ pub struct Outcome {
     pub rows: Vec<Row>,
     /// Stopped before the end.
     pub partial: bool,
+    /// rt-app's ns per loop, measured once and given to every real run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calibration_ns: Option<u64>,
+    /// The simulated CPUs' speed: the measured rate of rt-app loops relative
+    /// to the calibration (`probe_speed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speed: Option<f64>,
 }
 
 /// An error before anything started (exit 2) or while running (exit 1).
@@ -163,11 +250,14 @@ pub fn suite_files(dir: &Path) -> Result<Vec<PathBuf>, ValidateError> {
 /// The simulated machine: the detected topology plus the hog as an RT load;
 /// with a hog, the hog's CPU is the class `slow` and the others `fast`
 /// (equal speeds), as the agent is told with `--fast`.
-pub fn sim_machine(topo: &Topology, slow: Option<Slow>) -> String {
+///
+/// `speed` scales every class: the real machine's rate of rt-app loops
+/// relative to the calibration (`probe_speed`; 1.0 when not measured).
+pub fn sim_machine(topo: &Topology, slow: Option<Slow>, speed: f64) -> String {
     let mut s = String::from("[machine]\n");
     let cls: Vec<(String, f64)> = match slow {
-        Some(_) => vec![("fast".into(), 1.0), ("slow".into(), 1.0)],
-        None => topo.classes.iter().map(|c| (c.name.clone(), c.speed)).collect(),
+        Some(_) => vec![("fast".into(), speed), ("slow".into(), speed)],
+        None => topo.classes.iter().map(|c| (c.name.clone(), c.speed * speed)).collect(),
     };
     let _ = writeln!(
         s,
@@ -210,11 +300,12 @@ fn simulate(
     topo: &Topology,
     o: &Options,
     config: &str,
+    speed: f64,
 ) -> Result<Vec<Row>, ValidateError> {
     let placer = if config == "default" { "none" } else { config };
     let text = format!(
         "name = \"validate\"\nseed = 1\n{}[dispatcher]\nname = \"linux\"\n[placer]\nname = \"{placer}\"\n[[domain]]\nname = \"w\"\nvcpus = {nthreads}\nworkload = {{ rtapp = {:?} }}\n",
-        sim_machine(topo, o.slow),
+        sim_machine(topo, o.slow, speed),
         file.display().to_string()
     );
     let sc = Scenario::parse(&text, &file.display().to_string(), "validate", &Library::builtin())
@@ -227,34 +318,30 @@ fn simulate(
             .tasks
             .iter()
             .filter(|t| !t.idle)
-            .map(|t| ThreadRow {
-                // the simulator carries rt-app's thread names (`name`, `name-k`) into its results
-                name: t
-                    .name
-                    .clone()
-                    .or_else(|| names.get(t.vcpu as usize).cloned())
-                    .unwrap_or_else(|| format!("t{}", t.vcpu)),
-                cpu_s_by_class: t
-                    .cpu_ns
-                    .names
-                    .iter()
-                    .zip(&t.cpu_ns.values)
-                    .map(|(n, v)| (n.clone(), *v as f64 / 1e9))
-                    .collect(),
-                migrations: t.migrations_local + t.migrations_remote,
-                completion_s: t.completion_ns.unwrap_or(r.end_ns) as f64 / 1e9,
+            .map(|t| {
+                ThreadRow {
+                    // the simulator carries rt-app's thread names (`name`, `name-k`) into its results
+                    name: t
+                        .name
+                        .clone()
+                        .or_else(|| names.get(t.vcpu as usize).cloned())
+                        .unwrap_or_else(|| format!("t{}", t.vcpu)),
+                    cpu_s_by_class: t
+                        .cpu_ns
+                        .names
+                        .iter()
+                        .zip(&t.cpu_ns.values)
+                        .map(|(n, v)| (n.clone(), *v as f64 / 1e9))
+                        .collect(),
+                    migrations: t.migrations_local + t.migrations_remote,
+                    completion_s: t.completion_ns.unwrap_or(r.end_ns) as f64 / 1e9,
+                    wait_s: t.wait_ns as f64 / 1e9,
+                    ..ThreadRow::default()
+                }
+                .with_wake(t.wake_latency.clone())
             })
             .collect();
-        let completion_s = threads.iter().map(|t| t.completion_s).fold(0.0, f64::max);
-        rows.push(Row {
-            workload: file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
-            config: config.into(),
-            source: "sim".into(),
-            rep,
-            completion_s,
-            threads,
-            load_avg: None,
-        });
+        rows.push(Row::new(file, config, "sim", rep, threads));
     }
     Ok(rows)
 }
@@ -337,6 +424,129 @@ fn terminate(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// rt-app's "ns per loop" on CPU 0, measured once by rt-app itself (a
+/// one-task file with `calibration = "CPU0"`, run isolated as the workloads
+/// are) and given to every real run as a numeric `global.calibration`: each
+/// run then skips rt-app's own calibration (up to a minute on a busy
+/// machine) and all runs size their `run` events alike.
+fn calibrate(rtapp: &Path, dir: &Path) -> Result<u64, ValidateError> {
+    let f = dir.join("calibrate.json");
+    let text = r#"{"global": {"calibration": "CPU0", "log_size": "disable"}, "tasks": {"cal": {"loop": 1, "phases": {"p": {"run": 1000}}}}}"#;
+    std::fs::write(&f, text).map_err(|e| run_err(format!("{}: {e}", f.display())))?;
+    let out = Command::new("setsid")
+        .args(["sh", "-c", ISOLATE, "sh"])
+        .arg(rtapp)
+        .arg(&f)
+        .current_dir(dir)
+        .output()
+        .map_err(|e| run_err(format!("cannot run rt-app: {e}")))?;
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    parse_pload(&all).ok_or_else(|| run_err(format!("rt-app printed no \"pLoad = …ns\" line: {}", all.trim())))
+}
+
+/// "pLoad = 15ns" in rt-app's output.
+fn parse_pload(out: &str) -> Option<u64> {
+    let i = out.find("pLoad = ")? + "pLoad = ".len();
+    out[i..].chars().take_while(|c| c.is_ascii_digit()).collect::<String>().parse().ok()
+}
+
+/// The rt-app file with `global.calibration` = `ns` (a numeric calibration
+/// already there is kept): the string value is replaced, else the key is
+/// added to `global`, else a `global` is added.
+fn with_calibration(text: &str, ns: u64) -> String {
+    let skip_ws = |i: usize| i + text[i..].len() - text[i..].trim_start().len();
+    if let Some(k) = text.find("\"calibration\"") {
+        let mut i = skip_ws(k + "\"calibration\"".len());
+        if text[i..].starts_with(':') {
+            i = skip_ws(i + 1);
+            if text[i..].starts_with('"') {
+                if let Some(end) = text[i + 1..].find('"') {
+                    return format!("{}{ns}{}", &text[..i], &text[i + end + 2..]);
+                }
+            }
+        }
+        return text.to_string();
+    }
+    if let Some(g) = text.find("\"global\"") {
+        if let Some(b) = text[g..].find('{') {
+            let at = g + b + 1;
+            let sep = if text[skip_ws(at)..].starts_with('}') { "" } else { ", " };
+            return format!("{}\"calibration\": {ns}{sep}{}", &text[..at], &text[at..]);
+        }
+    }
+    match text.find('{') {
+        Some(b) => format!("{}\"global\": {{\"calibration\": {ns}}}, {}", &text[..b + 1], &text[b + 1..]),
+        None => text.to_string(),
+    }
+}
+
+/// validate's scratch directory (calibrated copies of the files, rt-app's
+/// logs); removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir, ValidateError> {
+        let d = std::env::temp_dir().join(format!("ampsched-validate-{}", std::process::id()));
+        std::fs::create_dir_all(&d).map_err(|e| run_err(format!("{}: {e}", d.display())))?;
+        Ok(TempDir(d))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Nominal length of the speed probe's `run`, µs.
+const PROBE_US: u64 = 300_000;
+
+/// The rate at which rt-app's loops really run, relative to its calibration:
+/// one thread's `run` of `PROBE_US` (the calibrated copy's loop count),
+/// measured in CPU time (sched_switch accounting, so waiting is left out),
+/// before the hog starts. rt-app's calibration (`calibrate_cpu_cycles` in
+/// src/rt-app.c) keeps the minimum ns per loop of its short trials, in whole ns,
+/// so a long `run` in a busy cache and on a shared host costs more CPU
+/// than its nominal length; the simulated CPUs get speed nominal / CPU
+/// time, so a `run N` takes the time it takes here. `None` when stopped.
+fn probe_speed(
+    rtapp: &Path,
+    dir: &Path,
+    pload: u64,
+    topo: &Topology,
+    o: &Options,
+    stop: &AtomicBool,
+) -> Result<Option<f64>, ValidateError> {
+    let f = dir.join("probe.json");
+    let text = format!(
+        r#"{{"global": {{"calibration": {pload}, "log_size": "disable"}}, "tasks": {{"probe": {{"loop": 1, "phases": {{"p": {{"run": {PROBE_US}}}}}}}}}}}"#
+    );
+    std::fs::write(&f, text).map_err(|e| run_err(format!("{}: {e}", f.display())))?;
+    let Some(run) = run_real(rtapp, &f, "default", &["probe".to_string()], topo, o, stop)? else { return Ok(None) };
+    let cpu: f64 = run.threads.iter().flat_map(|t| t.cpu_s_by_class.values()).sum();
+    if cpu <= 0.0 {
+        return Err(run_err("the speed probe's thread was not seen running".into()));
+    }
+    Ok(Some(probe_ratio(cpu)))
+}
+
+/// Speed from the probe's CPU time (s), bounded to [0.25, 4].
+fn probe_ratio(cpu_s: f64) -> f64 {
+    (PROBE_US as f64 / 1e6 / cpu_s).clamp(0.25, 4.0)
+}
+
+/// What one real run measured.
+struct RealRun {
+    threads: Vec<ThreadRow>,
+    measured: &'static str,
+    autogroup: Option<String>,
+}
+
+/// The shell step that gives a run's session autogroup nice −20 before it
+/// execs the command (see the module essay); a refusal (not root) is
+/// ignored and shows in `Row::autogroup`.
+const ISOLATE: &str = "echo -20 > /proc/self/autogroup 2>/dev/null; exec \"$@\"";
+
 /// One real run; `None` when stopped.
 fn run_real(
     rtapp: &Path,
@@ -346,27 +556,30 @@ fn run_real(
     topo: &Topology,
     o: &Options,
     stop: &AtomicBool,
-) -> Result<Option<Vec<ThreadRow>>, ValidateError> {
-    let mut cmd = if config == "default" {
-        Command::new(rtapp)
+) -> Result<Option<RealRun>, ValidateError> {
+    let mut cmd = Command::new("setsid");
+    cmd.args(["sh", "-c", ISOLATE, "sh"]);
+    if config == "default" {
+        cmd.arg(rtapp);
     } else {
-        let mut c = Command::new(&o.ampsched);
-        c.arg("run").arg("--placer").arg(config);
+        cmd.arg(&o.ampsched).arg("run").arg("--placer").arg(config);
         if let Some(sl) = o.slow {
             let fast: Vec<String> =
                 topo.cpus.iter().map(|c| c.id.0).filter(|c| *c != sl.cpu).map(|c| c.to_string()).collect();
-            c.arg("--fast").arg(fast.join(","));
+            cmd.arg("--fast").arg(fast.join(","));
         }
-        c.arg("--").arg(rtapp);
-        c
-    };
+        cmd.arg("--").arg(rtapp);
+    }
     // rt-app writes per-thread logs (`rt-app-<task>-<k>.log`) into its working
     // directory even with `log_size` disabled: keep them out of the caller's.
-    cmd.arg(file).current_dir(std::env::temp_dir()).stdout(Stdio::null()).stderr(Stdio::null());
+    cmd.arg(file).current_dir(file.parent().unwrap_or(Path::new("/tmp"))).stdout(Stdio::null()).stderr(Stdio::null());
+    let tracer = schedtrace::Tracer::start().ok();
     let mut child = cmd.spawn().map_err(|e| run_err(format!("cannot start {config} run: {e}")))?;
     let root = child.id();
     let mut tracks: BTreeMap<u32, ThreadTrack> = BTreeMap::new();
     let mut rt_pid: Option<u32> = if config == "default" { Some(root) } else { None };
+    let mut autogroup = None;
+    let mut ended = false;
     loop {
         if stop.load(Ordering::SeqCst) {
             terminate(&mut child);
@@ -379,7 +592,12 @@ fn run_real(
             rt_pid = children_of(root).into_iter().next();
         }
         if let Some(p) = rt_pid {
+            // Read while it lives (the first reads may precede its `setsid`).
+            if let Ok(a) = std::fs::read_to_string(format!("/proc/{p}/autogroup")) {
+                autogroup = Some(a.trim().to_string());
+            }
             let now = Instant::now();
+            let mut alive = 0;
             if let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) {
                 for e in rd.flatten() {
                     let Ok(tid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
@@ -387,9 +605,10 @@ fn run_real(
                         continue;
                     }
                     let Some((comm, run, cpu)) = read_thread(&e.path()) else { continue };
-                    if !names.iter().any(|n| n.starts_with(&comm) || comm.starts_with(n.as_str())) {
+                    if !is_workload_thread(names, &comm) {
                         continue;
                     }
+                    alive += 1;
                     let tr = tracks.entry(tid).or_insert(ThreadTrack {
                         name: comm,
                         run_ns: run,
@@ -409,41 +628,113 @@ fn run_real(
                     tr.last = now;
                 }
             }
+            // Every workload thread has come and gone: rt-app's main thread
+            // would sleep on to `global.duration`; end it (rt-app exits 0 on
+            // SIGTERM).
+            if !ended && alive == 0 && tracks.len() >= names.len() {
+                let _ = Command::new("kill").arg("-TERM").arg(p.to_string()).status();
+                ended = true;
+            }
         }
         std::thread::sleep(Duration::from_millis(2));
     }
     let status = child.wait().map_err(|e| run_err(e.to_string()))?;
-    if !status.success() {
+    if !status.success() && !ended {
         return Err(run_err(format!("{config} run of {} exited with {status}", file.display())));
     }
-    let start = tracks.values().map(|t| t.first).min();
-    // rt-app names every instance of a task object alike (comm = the task
-    // name); the simulator calls them `name-k`: number them in tid order.
+    let traced = tracer.and_then(|t| t.finish().ok()).map(|text| schedtrace::parse(&text)).filter(|p| !p.lost);
+    let (threads, measured) = match traced {
+        Some(p) => (from_trace(&p, &tracks, rt_pid, names, topo, o.slow), "trace"),
+        None => (from_samples(tracks, names, topo, o.slow), "sampled"),
+    };
+    Ok(Some(RealRun { threads, measured, autogroup }))
+}
+
+/// An rt-app thread's comm (its task name, cut to 15 bytes) among `names`.
+fn is_workload_thread(names: &[String], comm: &str) -> bool {
+    names.iter().any(|n| n.starts_with(comm) || comm.starts_with(n.as_str()))
+}
+
+/// rt-app names every instance of a task object alike (comm = the task
+/// name); the simulator calls them `name-k`: number them in tid order.
+fn number_instances<'a>(names: &[String], comms: impl Iterator<Item = &'a mut String>) {
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-    for t in tracks.values_mut() {
-        let k = seen.entry(t.name.clone()).or_default();
-        let numbered = format!("{}-{k}", t.name);
+    for name in comms {
+        let k = seen.entry(name.clone()).or_default();
+        let numbered = format!("{name}-{k}");
         *k += 1;
-        if !names.contains(&t.name) && names.contains(&numbered) {
-            t.name = numbered;
+        if !names.contains(name) && names.contains(&numbered) {
+            *name = numbered;
         }
     }
-    let rows = tracks
-        .into_values()
-        .map(|t| {
-            let mut by_class: BTreeMap<String, f64> = BTreeMap::new();
-            for (c, ns) in &t.by_cpu {
-                *by_class.entry(class_of(topo, o.slow, *c)).or_default() += *ns as f64 / 1e9;
-            }
-            ThreadRow {
-                name: t.name,
-                cpu_s_by_class: by_class,
-                migrations: t.migrations,
-                completion_s: start.map(|s| (t.last - s).as_secs_f64()).unwrap_or(0.0),
-            }
+}
+
+fn by_class(topo: &Topology, slow: Option<Slow>, by_cpu: &BTreeMap<u32, u64>) -> BTreeMap<String, f64> {
+    let mut out: BTreeMap<String, f64> = BTreeMap::new();
+    for (c, ns) in by_cpu {
+        *out.entry(class_of(topo, slow, *c)).or_default() += *ns as f64 / 1e9;
+    }
+    out
+}
+
+/// Threads from the trace: the sampler's threads and any other thread of
+/// a workload name (one too short-lived for the sampler), not rt-app's main.
+fn from_trace(
+    p: &schedtrace::Parsed,
+    tracks: &BTreeMap<u32, ThreadTrack>,
+    rt_pid: Option<u32>,
+    names: &[String],
+    topo: &Topology,
+    slow: Option<Slow>,
+) -> Vec<ThreadRow> {
+    let mine: Vec<(u32, &schedtrace::ThreadTrace)> = p
+        .threads
+        .iter()
+        .filter(|(tid, t)| {
+            Some(**tid) != rt_pid
+                && t.first_ns.is_some()
+                && (tracks.contains_key(tid) || is_workload_thread(names, &t.comm))
         })
+        .map(|(tid, t)| (*tid, t))
         .collect();
-    Ok(Some(rows))
+    let start = mine.iter().filter_map(|(_, t)| t.first_ns).min().unwrap_or(0);
+    let mut comms: Vec<String> =
+        mine.iter().map(|(tid, t)| tracks.get(tid).map(|k| k.name.clone()).unwrap_or_else(|| t.comm.clone())).collect();
+    number_instances(names, comms.iter_mut());
+    mine.iter()
+        .zip(comms)
+        .map(|((_, t), name)| {
+            ThreadRow {
+                name,
+                cpu_s_by_class: by_class(topo, slow, &t.run_by_cpu),
+                migrations: t.migrations,
+                completion_s: t.last_ns.saturating_sub(start) as f64 / 1e9,
+                wait_s: t.wait_ns as f64 / 1e9,
+                ..ThreadRow::default()
+            }
+            .with_wake(t.wake.clone())
+        })
+        .collect()
+}
+
+fn from_samples(
+    mut tracks: BTreeMap<u32, ThreadTrack>,
+    names: &[String],
+    topo: &Topology,
+    slow: Option<Slow>,
+) -> Vec<ThreadRow> {
+    let start = tracks.values().map(|t| t.first).min();
+    number_instances(names, tracks.values_mut().map(|t| &mut t.name));
+    tracks
+        .into_values()
+        .map(|t| ThreadRow {
+            cpu_s_by_class: by_class(topo, slow, &t.by_cpu),
+            migrations: t.migrations,
+            completion_s: start.map(|s| (t.last - s).as_secs_f64()).unwrap_or(0.0),
+            name: t.name,
+            ..ThreadRow::default()
+        })
+        .collect()
 }
 
 /// Run every workload both ways. `stop` is polled (set it from a signal handler).
@@ -482,13 +773,33 @@ pub fn validate(o: &Options, topo: &Topology, stop: &AtomicBool) -> Result<Outco
     let mut configs = vec!["default".to_string()];
     configs.extend(o.placers.iter().cloned());
     let mut rows = Vec::new();
-    for (file, names) in &work {
-        for c in &configs {
-            rows.extend(simulate(file, names.len(), names, topo, o, c)?);
-        }
-    }
     if o.sim_only {
-        return Ok(Outcome { rows, partial: false });
+        for (file, names) in &work {
+            for c in &configs {
+                rows.extend(simulate(file, names.len(), names, topo, o, c, 1.0)?);
+            }
+        }
+        return Ok(Outcome { rows, partial: false, calibration_ns: None, speed: None });
+    }
+    // Real runs use calibrated copies; the simulator runs the same copies on
+    // a machine of the measured loop rate.
+    let tmp = TempDir::new()?;
+    let pload = calibrate(&rtapp_bin, &tmp.0)?;
+    let mut prepared = Vec::new();
+    for (file, _) in &work {
+        let text = std::fs::read_to_string(file).map_err(|e| input_err(format!("{}: {e}", file.display())))?;
+        let to = tmp.0.join(file.file_name().unwrap_or_default());
+        std::fs::write(&to, with_calibration(&text, pload)).map_err(|e| run_err(format!("{}: {e}", to.display())))?;
+        prepared.push(to);
+    }
+    let speed = match probe_speed(&rtapp_bin, &tmp.0, pload, topo, o, stop)? {
+        Some(s) => s,
+        None => return Ok(Outcome { rows, partial: true, calibration_ns: Some(pload), speed: None }),
+    };
+    for ((_, names), file) in work.iter().zip(&prepared) {
+        for c in &configs {
+            rows.extend(simulate(file, names.len(), names, topo, o, c, speed)?);
+        }
     }
     let mut hog: Option<Child> = None;
     if let Some(sl) = o.slow {
@@ -505,22 +816,17 @@ pub fn validate(o: &Options, topo: &Topology, stop: &AtomicBool) -> Result<Outco
         std::thread::sleep(Duration::from_millis(200));
     }
     let mut partial = false;
-    'outer: for (file, names) in &work {
+    'outer: for ((file, names), run_file) in work.iter().zip(&prepared) {
         for rep in 0..o.reps {
             for c in &configs {
                 let la = load_avg();
-                match run_real(&rtapp_bin, file, c, names, topo, o, stop) {
-                    Ok(Some(threads)) => {
-                        let completion_s = threads.iter().map(|t| t.completion_s).fold(0.0, f64::max);
-                        rows.push(Row {
-                            workload: file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
-                            config: c.clone(),
-                            source: "real".into(),
-                            rep,
-                            completion_s,
-                            threads,
-                            load_avg: la,
-                        });
+                match run_real(&rtapp_bin, run_file, c, names, topo, o, stop) {
+                    Ok(Some(run)) => {
+                        let mut row = Row::new(file, c, "real", rep, run.threads);
+                        row.load_avg = la;
+                        row.measured = Some(run.measured.into());
+                        row.autogroup = run.autogroup;
+                        rows.push(row);
                     }
                     Ok(None) => {
                         partial = true;
@@ -539,7 +845,7 @@ pub fn validate(o: &Options, topo: &Topology, stop: &AtomicBool) -> Result<Outco
     if let Some(mut h) = hog.take() {
         terminate(&mut h);
     }
-    Ok(Outcome { rows, partial })
+    Ok(Outcome { rows, partial, calibration_ns: Some(pload), speed: Some(speed) })
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -552,6 +858,17 @@ fn mean(v: &[f64]) -> f64 {
 
 fn completions(rows: &[Row], w: &str, c: &str, src: &str) -> Vec<f64> {
     rows.iter().filter(|r| r.workload == w && r.config == c && r.source == src).map(|r| r.completion_s).collect()
+}
+
+/// Wake-up latency (p50, p99) in µs over every thread and repetition of a configuration.
+pub fn wake_quantiles(rows: &[Row], w: &str, c: &str, src: &str) -> (Option<f64>, Option<f64>) {
+    let mut all = LatencyHist::new();
+    for r in rows.iter().filter(|r| r.workload == w && r.config == c && r.source == src) {
+        for t in &r.threads {
+            all.merge(&t.wake);
+        }
+    }
+    (us(all.quantile(0.5)), us(all.quantile(0.99)))
 }
 
 /// Summary per workload and configuration: (workload, config, real mean, sim mean, divergence %).
@@ -598,10 +915,19 @@ pub fn effects(rows: &[Row]) -> Vec<(String, String, f64, f64, f64, Option<bool>
 /// The text report.
 pub fn report(out: &Outcome) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "{:<28} {:<12} {:>9} {:>9} {:>8}", "workload", "config", "real_s", "sim_s", "div_%");
+    let _ = writeln!(
+        s,
+        "{:<24} {:<10} {:>8} {:>8} {:>7}  {:>17}  {:>17}",
+        "workload", "config", "real_s", "sim_s", "div_%", "wake_p50_us r/s", "wake_p99_us r/s"
+    );
     let sum = summary(&out.rows);
+    let f = |x: Option<f64>| x.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into());
     for (w, c, r, m, d) in &sum {
-        let _ = writeln!(s, "{w:<28} {c:<12} {r:>9.3} {m:>9.3} {d:>8.1}");
+        let (r50, r99) = wake_quantiles(&out.rows, w, c, "real");
+        let (s50, s99) = wake_quantiles(&out.rows, w, c, "sim");
+        let p50 = format!("{}/{}", f(r50), f(s50));
+        let p99 = format!("{}/{}", f(r99), f(s99));
+        let _ = writeln!(s, "{w:<24} {c:<10} {r:>8.3} {m:>8.3} {d:>7.1}  {p50:>17}  {p99:>17}");
     }
     let mut divs: Vec<f64> = sum.iter().map(|x| x.4.abs()).filter(|x| x.is_finite()).collect();
     divs.sort_by(f64::total_cmp);
@@ -621,20 +947,32 @@ pub fn report(out: &Outcome) -> String {
         };
         let _ = writeln!(s, "effect {c} on {w}: real {re:+.3} s, sim {se:+.3} s (spread {sp:.3} s): {verdict}");
     }
-    let _ = writeln!(s, "per thread (mean over reps): name, source/config, cpu s by class, migrations");
+    let _ =
+        writeln!(s, "per thread (first repetition): name, source/config, cpu s by class, migrations, runnable wait s");
     for r in out.rows.iter().filter(|r| r.rep == 0) {
         for t in &r.threads {
             let cls: Vec<String> = t.cpu_s_by_class.iter().map(|(k, v)| format!("{k} {v:.3}")).collect();
             let _ = writeln!(
                 s,
-                "  {:<20} {}/{:<10} {:<28} migr {}",
+                "  {:<20} {}/{:<10} {:<28} migr {:<4} wait {:.3}",
                 t.name,
                 r.source,
                 r.config,
                 cls.join(", "),
-                t.migrations
+                t.migrations,
+                t.wait_s
             );
         }
+    }
+    if let Some(ns) = out.calibration_ns {
+        let _ = writeln!(s, "rt-app calibration: {ns} ns per loop (measured once, given to every real run)");
+    }
+    if let Some(sp) = out.speed {
+        let _ = writeln!(
+            s,
+            "simulated CPU speed: {sp:.3} (probe: rt-app's `run` of 300 ms took {:.1} ms of CPU)",
+            300.0 / sp
+        );
     }
     if out.partial {
         let _ = writeln!(s, "PARTIAL: stopped before the end");
@@ -694,13 +1032,8 @@ mod tests {
     fn divergence_and_effect_sign() {
         // default real 1.0, 1.1 (spread 0.1), sim 1.05; placer real 1.3 (effect +0.25), sim 1.2 (+0.15): same sign.
         let row = |c: &str, src: &str, rep: u32, s: f64| Row {
-            workload: "w.json".into(),
-            config: c.into(),
-            source: src.into(),
-            rep,
             completion_s: s,
-            threads: vec![],
-            load_avg: None,
+            ..Row::new(Path::new("w.json"), c, src, rep, vec![])
         };
         let rows = vec![
             row("default", "real", 0, 1.0),
@@ -719,9 +1052,73 @@ mod tests {
     }
 
     #[test]
+    fn real_threads_come_from_the_trace_numbered_as_the_simulator_names_them() {
+        // rt-app (tid 10) starts two instances of task `w` (tids 11, 12; comm
+        // `w`), which the simulator calls w-0 and w-1. Thread 11 runs 1.000 →
+        // 1.002 s on CPU 0 (fast), thread 12 1.0005 → 1.0015 on CPU 1 (the
+        // hog's CPU: slow). Start = first run of a workload thread = 1.000 s,
+        // so completions are 2 ms and 1.5 ms; rt-app's main thread is left out.
+        let sw = |cpu: u32, t: &str, prev: (&str, u32), next: (&str, u32)| {
+            format!(
+                "x-1 [{cpu:03}] d..2. {t}: sched_switch: prev_comm={} prev_pid={} prev_prio=120 prev_state=S ==> next_comm={} next_pid={} next_prio=120\n",
+                prev.0, prev.1, next.0, next.1
+            )
+        };
+        let text = [
+            sw(0, "0.900000", ("swapper/0", 0), ("rt-app", 10)),
+            sw(0, "1.000000", ("rt-app", 10), ("w", 11)),
+            sw(1, "1.000500", ("swapper/1", 0), ("w", 12)),
+            sw(1, "1.001500", ("w", 12), ("swapper/1", 0)),
+            sw(0, "1.002000", ("w", 11), ("swapper/0", 0)),
+        ]
+        .concat();
+        let p = schedtrace::parse(&text);
+        let topo = Topology::fast_slow(0, 1.0, 2, 1.0, 2);
+        let slow = Some(Slow { cpu: 1, spin_us: 5000, period_us: 10000 });
+        let names = vec!["w-0".to_string(), "w-1".to_string()];
+        let rows = from_trace(&p, &BTreeMap::new(), Some(10), &names, &topo, slow);
+        assert_eq!(rows.len(), 2);
+        assert_eq!((rows[0].name.as_str(), rows[1].name.as_str()), ("w-0", "w-1"));
+        assert!((rows[0].cpu_s_by_class["fast"] - 0.002).abs() < 1e-12);
+        assert!((rows[1].cpu_s_by_class["slow"] - 0.001).abs() < 1e-12);
+        assert!((rows[0].completion_s - 0.002).abs() < 1e-12 && (rows[1].completion_s - 0.0015).abs() < 1e-12);
+        assert_eq!(rows[0].migrations + rows[1].migrations, 0);
+    }
+
+    #[test]
+    fn the_calibration_is_made_numeric_wherever_the_file_has_it() {
+        assert_eq!(parse_pload("[rt-app] <notice> pLoad = 15ns : calib_cpu 0"), Some(15));
+        // A "CPUk" string is replaced by the number; a number is kept.
+        let f = r#"{ "global": { "calibration" : "CPU0", "duration": 30 }, "tasks": {} }"#;
+        assert_eq!(with_calibration(f, 15), r#"{ "global": { "calibration" : 15, "duration": 30 }, "tasks": {} }"#);
+        let f = r#"{ "global": { "calibration": 40 }, "tasks": {} }"#;
+        assert_eq!(with_calibration(f, 15), f);
+        // No key: added to global (with a comma only before another key).
+        assert_eq!(
+            with_calibration(r#"{"global": {}, "tasks": {}}"#, 15),
+            r#"{"global": {"calibration": 15}, "tasks": {}}"#
+        );
+        assert_eq!(
+            with_calibration(r#"{"global": { "duration": 3 }}"#, 15),
+            r#"{"global": {"calibration": 15,  "duration": 3 }}"#
+        );
+        // No global: one is added.
+        assert_eq!(with_calibration(r#"{"tasks": {}}"#, 15), r#"{"global": {"calibration": 15}, "tasks": {}}"#);
+    }
+
+    #[test]
+    fn the_probe_gives_the_simulated_speed() {
+        // 300 ms of nominal `run` took 330 ms of CPU: speed 300 / 330 = 0.909.
+        assert!((probe_ratio(0.330) - 0.9091).abs() < 1e-4);
+        let topo = Topology::fast_slow(0, 1.0, 2, 1.0, 2);
+        let m = sim_machine(&topo, Some(Slow { cpu: 1, spin_us: 5000, period_us: 10000 }), 0.5);
+        assert!(m.contains("{ name = \"fast\", speed = 0.5 }, { name = \"slow\", speed = 0.5 }"), "{m}");
+    }
+
+    #[test]
     fn the_simulated_machine_declares_the_hog() {
         let topo = Topology::fast_slow(0, 1.0, 2, 1.0, 2);
-        let m = sim_machine(&topo, Some(Slow { cpu: 1, spin_us: 5000, period_us: 10000 }));
+        let m = sim_machine(&topo, Some(Slow { cpu: 1, spin_us: 5000, period_us: 10000 }), 1.0);
         assert!(m.contains("[[machine.rt_load]]\ncpu = 1\nspin_us = 5000\nperiod_us = 10000"), "{m}");
         assert!(m.contains("{ class = \"fast\", mem_domain = 0, numa = 0 }, { class = \"slow\""), "{m}");
     }
