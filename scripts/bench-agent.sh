@@ -3,7 +3,7 @@
 # emulated asymmetry (an RT duty-cycle hog halves CPU 1; CPU 0 is declared fast).
 # Prints figures; it is not a test. Needs root (SCHED_FIFO hog) and 2+ CPUs.
 #
-#   scripts/bench-agent.sh [RUNS] [CASES]   (default 5 runs per case, cases "abcdes"; medians reported;
+#   scripts/bench-agent.sh [RUNS] [CASES]   (default 5 runs per case, cases "abcdesr"; medians reported;
 #                                          default and agent runs interleaved; load average printed per case)
 #
 # (a) blocking phased workload (4 threads, 16 phases of fixed work, the others
@@ -16,6 +16,13 @@
 #     difference between them (fairness);
 # (s) start and stop: wall time of `ampsched run -- true` and `-- sleep 0.05`
 #     against the bare command (interleaved, 4 × RUNS pairs; target: ≤ 5 ms added);
+# (r) reaction to an idle fast CPU: SPMD phases meeting at a *blocking* barrier
+#     (2 threads) under aash; each time the thread granted CPU 0 blocks at the
+#     barrier CPU 0 goes idle while the other is kept on CPU 1. The agent's
+#     `--stats` give the time from the kernel's switch to the idle task
+#     (sched_switch event, CLOCK_MONOTONIC) to the other thread moved there:
+#     p50 / p99 / max over all runs (target p99 <= 2 ms), and the completion
+#     time against default Linux;
 # (d) agent CPU time per period (control loop's own thread CPU clock) with 64
 #     and 256 managed threads (targets: ≤ 200 µs per period and ≤ 1 % of one
 #     CPU at 30 ms with 64 threads).
@@ -29,7 +36,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${1:-5}"
-CASES="${2:-abcdes}"
+CASES="${2:-abcdesr}"
 TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
 echo "== building (release)"
 cargo build -q --release -p ampsched-cli -p ampsched-agent
@@ -129,6 +136,34 @@ CFG
   printf "    %-8s |t1 - t2| median %.3f s = %.1f %% of the longer (runs: %s s)\n" "$mode" "$(median "${diffs[@]}")" "$(median "${pct[@]}")" "$(printf '%.3f ' "${diffs[@]}")"
 done
 
+fi
+if [[ "$CASES" == *r* ]]; then
+load
+echo "(r) reaction to an idle fast CPU: 2 threads x 100 phases, blocking barrier, aash (agent --stats)"
+RUNITS=$(python3 -c "print(int($RATE*0.01))")
+rs=(); td=(); ta=()
+for i in $(seq "$RUNS"); do
+  "$W" barrier --threads 2 --phases 100 --phase-units "$RUNITS" --wait block --out "$TMP/r.json"
+  td+=("$(j "$TMP/r.json" "['elapsed_s']")")
+  agent --placer aash --stats -- "$W" barrier --threads 2 --phases 100 --phase-units "$RUNITS" --wait block \
+    --out "$TMP/r.json" 2> "$TMP/stats.txt"
+  ta+=("$(j "$TMP/r.json" "['elapsed_s']")")
+  grep 'ampsched: stats' "$TMP/stats.txt" | sed 's/^ampsched: stats //' >> "$TMP/reactions.jsonl"
+  grep 'events unavailable' "$TMP/stats.txt" || true
+done
+python3 - "$TMP/reactions.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+n = sum(r["reactions"] for r in rows)
+idle = sum(r["idle_events"] for r in rows)
+p50 = sorted(r["reaction_us_p50"] for r in rows)
+p99 = sorted(r["reaction_us_p99"] for r in rows)
+mx = max(r["reaction_us_max"] for r in rows)
+print(f"    {n} reactions over {len(rows)} runs ({idle} idle switches seen); per run p50 median {p50[len(p50)//2]:.0f} us, "
+      f"p99 median {p99[len(p99)//2]:.0f} us (worst run p99 {p99[-1]:.0f} us), max {mx:.0f} us")
+PY
+printf "    completion: default median %.3f s (runs %s), agent median %.3f s (runs %s)\n" \
+  "$(median "${td[@]}")" "${td[*]}" "$(median "${ta[@]}")" "${ta[*]}"
 fi
 if [[ "$CASES" == *d* ]]; then
 load

@@ -8,13 +8,16 @@
 //! - decide ([`crate::decide`]): the placer through the shared placer bridge
 //!   (`ampsched_policy::placer_bridge`, the simulator runs the same) →
 //!   effective masks;
+//! - cooperate ([`crate::cooperate`]): those masks only while managed
+//!   threads contend for the fast CPUs, else every narrowed thread widened
+//!   back to its own mask (Linux places a lone thread well by itself);
 //! - apply ([`crate::apply`]): `sched_setaffinity`, with the state file of
 //!   originals written before the first change and everything restored on
 //!   exit;
 //! - export ([`crate::export`]): decision log, metrics, trace, sample
 //!   recording.
 //!
-//! Per period (default 30 ms): inventory → observe → decide → apply →
+//! Per period (default 30 ms): inventory → observe → decide → cooperate → apply →
 //! export, then sleep to the next deadline. ESRCH and EPERM are logged and
 //! skipped. On exit (normal, SIGINT, SIGTERM, SIGHUP, target exit, or a panic
 //! unwinding through the loop) every changed thread gets its original back
@@ -24,8 +27,10 @@ use crate::actuate::{Actuator, DryRun, LinuxActuator, Remembering};
 use crate::apply::Applier;
 use crate::clock::Clock;
 use crate::config::{Target, TargetKind};
+use crate::cooperate::{cooperate, fast_set, kept_from_fast, on_idle_fast_cpu, Confined, Load};
 use crate::decide::Decider;
 use crate::discovery::Discovered;
+use crate::events::{EventSource, IdleSwitch};
 use crate::export::{Export, MetricsView};
 use crate::inventory::Inventory;
 pub use crate::loopstats::LoopStats;
@@ -116,11 +121,19 @@ pub struct Agent {
     inv: Inventory,
     obs: Observer,
     dec: Decider,
+    /// This period's changes after [`cooperate`] (reused).
+    coop: Vec<ampsched_policy::AffinityChange>,
     app: Applier,
     ex: Export,
     period: Nanos,
     stop_with_first: bool,
     stats: LoopStats,
+    /// Idle-switch events of the fast CPUs (`None`: periodic only).
+    events: Option<EventSource>,
+    idle: Vec<IdleSwitch>,
+    /// When the last change was applied (monotonic ns): idle switches before it may be the
+    /// agent's own migrations and are not reacted to.
+    applied_at_ns: u64,
 }
 
 /// Raise the agent's soft limit on open files to the hard limit (two or three kept-open
@@ -224,17 +237,41 @@ impl Agent {
             inv: Inventory::new(proc_root, targets, ms_to_dur(rescan_ms)),
             obs: Observer::new(cpu),
             dec,
+            coop: Vec::new(),
             app: Applier::new(act, state_path),
             ex,
             period,
             stop_with_first: stop_with_first_command,
             stats: LoopStats::default(),
+            events: None,
+            idle: Vec::new(),
+            applied_at_ns: 0,
         })
     }
 
     /// The metrics endpoint's address, when enabled.
     pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
         self.ex.metrics.as_ref().map(|m| m.local_addr())
+    }
+
+    /// Attach the idle-switch events of the fast CPUs, or say once why the agent stays periodic.
+    fn open_events(&mut self) {
+        let fast: Vec<u32> =
+            fast_set(&self.d.topo).iter().filter_map(|c| self.d.linux_ids.get(c.idx()).copied()).collect();
+        if fast.is_empty() || fast.len() == self.d.topo.ncpus() {
+            return;
+        }
+        match crate::events::open(&fast, signals::gettid()) {
+            Ok(ev) => {
+                self.ex.log(serde_json::json!({"event": "events", "source": "sched_switch", "cpus": fast}));
+                self.events = Some(ev);
+            }
+            Err(e) => {
+                let ms = self.period.0 as f64 / 1e6;
+                eprintln!("ampsched: scheduler events unavailable ({e}); reacting every period ({ms} ms) only");
+                self.ex.log(serde_json::json!({"event": "events", "source": "periodic", "reason": e}));
+            }
+        }
     }
 
     /// Launch the commands to manage.
@@ -250,8 +287,12 @@ impl Agent {
         let now = self.clock.since_start(signals::monotonic());
         let obs = self.obs.observe(&mut self.inv, &self.d, &mut self.ex, &mut self.stats, now, elapsed, self.period);
         self.ex.record(&obs.snap)?;
-        let changes = self.dec.decide(&self.d.topo, &obs.snap);
-        let r = self.app.apply(changes, &mut self.inv, &self.d, &mut self.ex, &mut self.stats);
+        let decided = self.dec.decide(&self.d.topo, &obs.snap);
+        let load = Load::from_snapshot(&self.d.topo, &obs.snap);
+        if cooperate(&load, &obs.snap.tasks, decided, &mut self.coop) {
+            self.stats.contended_periods += 1;
+        }
+        let r = self.app.apply(&self.coop, &mut self.inv, &self.d, &mut self.ex, &mut self.stats);
         self.obs.recycle(obs.snap);
         self.stats.periods += 1;
         r?;
@@ -270,22 +311,80 @@ impl Agent {
 
     /// Sleep to `next`; false when the run should end now (a stop signal, or the job ended:
     /// a launched command's exit wakes the sleep, so `run` ends without waiting a period).
+    /// A fast CPU going idle wakes it too ([`Agent::react`]).
     fn sleep_until(&mut self, next: Duration) -> bool {
+        let mut fds: Vec<i32> = Vec::new();
         loop {
-            if !signals::sleep_until(next) {
-                return false;
+            fds.clear();
+            if let Some(ev) = self.events.as_ref().filter(|e| e.armed()) {
+                fds.extend(ev.fds());
             }
-            if !signals::child_exited() {
-                return true;
-            }
-            self.inv.reap();
-            if self.inv.finished(self.stop_with_first) {
-                return false;
+            match signals::wait_until(next, &fds) {
+                signals::Wake::Stop => return false,
+                signals::Wake::Deadline => return true,
+                signals::Wake::Ready => self.react(),
+                signals::Wake::Child => {
+                    signals::child_exited();
+                    self.inv.reap();
+                    if self.inv.finished(self.stop_with_first) {
+                        return false;
+                    }
+                }
             }
             if signals::monotonic() >= next {
                 return true;
             }
         }
+    }
+
+    /// Enable the idle-switch events only while some thread is kept from a fast CPU it may use.
+    fn rearm(&mut self) {
+        let Some(ev) = self.events.as_mut() else { return };
+        let fast = fast_set(&self.d.topo);
+        let d = &self.d;
+        let want = self.inv.threads.values().any(|t| kept_from_fast(&fast, &t.cur, &d.from_linux(&t.original)));
+        ev.arm(want);
+        self.applied_at_ns = signals::monotonic().as_nanos() as u64;
+    }
+
+    /// A fast CPU went idle (scheduler event): move a runnable thread kept from it onto it and
+    /// widen every narrowed thread (`cooperate::on_idle_fast_cpu`); the reaction time, from the
+    /// switch to the idle task to the change in force, goes into the loop figures.
+    fn react(&mut self) {
+        let Some(ev) = self.events.as_mut() else { return };
+        ev.drain(&mut self.idle);
+        self.stats.idle_events += self.idle.len() as u64;
+        let Some(sw) = self.idle.iter().rev().find(|s| s.to_idle() && s.time_ns > self.applied_at_ns).copied() else {
+            return;
+        };
+        let Some(cpu) = self.d.topo_id(sw.cpu) else { return };
+        let mut threads = Vec::new();
+        for (id, t) in self.inv.threads.iter_mut() {
+            let allowed = self.d.from_linux(&t.original);
+            let runnable = t.cur != allowed
+                && !t.cur.contains(cpu)
+                && t.stat.read().ok().and_then(crate::procfs::parse_stat).is_some_and(|st| st.state == 'R');
+            threads.push(Confined { task: *id, cur: t.cur, allowed, runnable });
+        }
+        let mut changes = Vec::new();
+        let mover = on_idle_fast_cpu(cpu, &threads, &mut changes);
+        // In order: the move, then the widening (the mover's own mask last).
+        for ch in &changes {
+            let _ = self.app.apply(std::slice::from_ref(ch), &mut self.inv, &self.d, &mut self.ex, &mut self.stats);
+        }
+        let now = signals::monotonic().as_nanos() as u64;
+        if let Some(task) = mover {
+            let us = now.saturating_sub(sw.time_ns);
+            self.stats.reaction_ns.push(us);
+            if self.ex.logging() {
+                let tid = self.inv.threads.get(&task).map(|t| t.tid);
+                self.ex.log(serde_json::json!({"event": "idle-fast-cpu", "cpu": sw.cpu, "moved_tid": tid,
+                                               "reaction_us": us as f64 / 1e3}));
+            }
+        } else {
+            self.stats.idle_no_candidate += 1;
+        }
+        self.rearm();
     }
 
     /// Launch commands and run until the targets end or a signal arrives; restore on the way out.
@@ -295,6 +394,7 @@ impl Agent {
         self.clock = Clock::new(start, Duration::from_nanos(self.period.0));
         self.ex.set_start(start);
         self.inv.fd_limit = raise_fd_limit();
+        self.open_events();
         self.launch()?;
         let cpu0 = signals::process_cpu();
         let mut result = Ok(());
@@ -307,6 +407,7 @@ impl Agent {
                 result = Err(e);
                 break;
             }
+            self.rearm();
             self.ex.publish(&view!(self));
             self.ex.flush_log();
             let (w1, c1) = (signals::monotonic(), signals::thread_cpu());
@@ -357,18 +458,21 @@ mod tests {
     use std::path::Path;
     use std::process::Command;
 
-    /// An actuator whose changes all fail with one error (and are counted per thread).
+    /// Calls of an actuator: (tid, Linux mask).
+    type Calls = std::rc::Rc<std::cell::RefCell<Vec<(i32, CpuSet)>>>;
+
+    /// An actuator whose changes all fail with one error (and are recorded).
     struct Failing {
         err: ActError,
-        calls: std::rc::Rc<std::cell::RefCell<Vec<i32>>>,
+        calls: Calls,
     }
 
     impl Actuator for Failing {
         fn get(&self, tid: i32) -> Result<CpuSet, ActError> {
             crate::actuate::get_affinity(tid)
         }
-        fn set(&mut self, tid: i32, _mask: &CpuSet) -> Result<(), ActError> {
-            self.calls.borrow_mut().push(tid);
+        fn set(&mut self, tid: i32, mask: &CpuSet) -> Result<(), ActError> {
+            self.calls.borrow_mut().push((tid, *mask));
             Err(self.err)
         }
         fn dry_run(&self) -> bool {
@@ -376,22 +480,25 @@ mod tests {
         }
     }
 
-    /// An agent on a CPU-bound child (`sh` busy loop), CPU 0 fast, whose changes fail with `err`.
-    fn failing_agent(
-        err: ActError,
-        dir: &Path,
-    ) -> (Agent, std::process::Child, std::rc::Rc<std::cell::RefCell<Vec<i32>>>) {
-        let child = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+    /// An agent on two CPU-bound processes (`sh` busy loops: two runnable threads for one fast
+    /// CPU, so the placer's masks are put in force), CPU 0 fast, whose changes fail with `err`.
+    fn failing_agent(err: ActError, dir: &Path) -> (Agent, Vec<std::process::Child>, Calls) {
+        let children: Vec<_> =
+            (0..2).map(|_| Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap()).collect();
         let ov = crate::Overrides { fast: Some(CpuSet::parse_list("0").unwrap()), ..Default::default() };
         let discovered = crate::discover(Path::new("/"), &ov).unwrap();
-        let target = Target {
-            name: "busy".into(),
-            kind: TargetKind::Pid(child.id() as i32),
-            children: false,
-            weight: 256,
-            priority: ampsched_model::spec::PriorityClass::Normal,
-            fast_vcpus: None,
-        };
+        let targets = children
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Target {
+                name: format!("busy{i}"),
+                kind: TargetKind::Pid(c.id() as i32),
+                children: false,
+                weight: 256,
+                priority: ampsched_model::spec::PriorityClass::Normal,
+                fast_vcpus: None,
+            })
+            .collect();
         let mut agent = Agent::new(AgentOptions {
             discovered,
             placer: PolicySpec { name: "aash".into(), params: Default::default() },
@@ -401,17 +508,26 @@ mod tests {
             state_path: dir.join("state.json"),
             metrics: None,
             log: None,
-            targets: vec![target],
+            targets,
             proc_root: PathBuf::from("/proc"),
             stop_with_first_command: false,
             trace: None,
             record_samples: None,
         })
         .unwrap();
-        let calls = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let calls = Calls::default();
         agent.app = Applier::new(Box::new(Failing { err, calls: calls.clone() }), dir.join("state.json"));
         agent.launch().unwrap();
-        (agent, child, calls)
+        // Both loops are running before the first period (so both are seen runnable).
+        std::thread::sleep(Duration::from_millis(20));
+        (agent, children, calls)
+    }
+
+    fn stop(children: Vec<std::process::Child>) {
+        for mut c in children {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
     }
 
     #[test]
@@ -421,39 +537,51 @@ mod tests {
             return;
         }
         let d = tempfile::tempdir().unwrap();
-        // Denied (EPERM): the busy thread is granted the fast CPU (mask {0}) in the first period;
-        // the change fails, is counted, and is not asked again in the next 5 periods (the thread
-        // stays managed, its placer mask taken as applied).
-        let (mut a, mut child, calls) = failing_agent(ActError::Denied, d.path());
+        // Denied (EPERM): the two busy threads contend for the fast CPU; the placer's masks are
+        // asked, fail, are counted, and are taken as applied: a thread is never asked the same
+        // mask twice in a row, and both stay managed.
+        let (mut a, children, calls) = failing_agent(ActError::Denied, d.path());
         for _ in 0..6 {
             a.step().unwrap();
             std::thread::sleep(Duration::from_millis(5));
         }
-        let tid = child.id() as i32;
-        assert_eq!(calls.borrow().iter().filter(|t| **t == tid).count(), 1, "{:?}", calls.borrow());
-        assert_eq!(a.app.errors_by_kind.get("eperm"), Some(&1));
-        assert!(a.inv.by_tid.contains_key(&tid), "a denied thread stays under management");
+        let calls_v = calls.borrow().clone();
+        assert!(!calls_v.is_empty(), "contended: the placer's masks were asked");
+        for c in &children {
+            let tid = c.id() as i32;
+            let mine: Vec<_> = calls_v.iter().filter(|(t, _)| *t == tid).map(|(_, m)| *m).collect();
+            assert!(mine.windows(2).all(|w| w[0] != w[1]), "{tid} asked the same mask twice: {mine:?}");
+            assert!(a.inv.by_tid.contains_key(&tid), "a denied thread stays under management");
+        }
+        assert_eq!(a.app.errors_by_kind.get("eperm"), Some(&(calls_v.len() as u64)));
         // Nothing was changed, so nothing is restored and the state file goes away.
         assert_eq!(a.restore_all(), 0);
         assert!(!d.path().join("state.json").exists());
         drop(a);
-        child.kill().unwrap();
-        child.wait().unwrap();
+        stop(children);
 
-        // Vanished (ESRCH): the thread is dropped from management at once; the process is
-        // still there, so the next period finds it again (a new task) and tries again.
-        let (mut a, mut child, calls) = failing_agent(ActError::Vanished, d.path());
-        let tid = child.id() as i32;
+        // Vanished (ESRCH): a thread whose change fails so is dropped from management at once;
+        // the process is still there, so a later period finds it again (a new task).
+        let (mut a, children, calls) = failing_agent(ActError::Vanished, d.path());
         a.step().unwrap();
-        assert_eq!(calls.borrow().len(), 1);
-        assert!(!a.inv.by_tid.contains_key(&tid), "a vanished thread is no longer managed");
-        a.step().unwrap();
-        assert_eq!(a.app.errors_by_kind.get("esrch"), Some(&2), "re-found and tried again");
-        assert_eq!(a.stats.errors, 2);
+        let first = calls.borrow().clone();
+        assert!(!first.is_empty());
+        for (tid, _) in &first {
+            assert!(!a.inv.by_tid.contains_key(tid), "a vanished thread is no longer managed");
+        }
+        for _ in 0..4 {
+            a.step().unwrap();
+        }
+        assert!(
+            first.iter().all(|(tid, _)| a.inv.by_tid.contains_key(tid)
+                || calls.borrow().iter().filter(|(t, _)| t == tid).count() > 1),
+            "re-found (and, when contended again, tried again)"
+        );
+        assert_eq!(a.app.errors_by_kind.get("esrch"), Some(&(calls.borrow().len() as u64)));
+        assert_eq!(a.stats.errors, calls.borrow().len() as u64);
         assert_eq!(a.restore_all(), 0);
         drop(a);
-        child.kill().unwrap();
-        child.wait().unwrap();
+        stop(children);
     }
 
     #[test]
@@ -622,6 +750,10 @@ mod fixture_tests {
             vec![(0, TaskState::Runnable), (1, TaskState::Done)]
         );
         assert!(!a.inv.manages(4243));
+        // Thread 4242 is now alone runnable (1 contender for 1 fast CPU): no contention, so
+        // the last period handed it back its own mask, whatever the placer decided.
+        assert_eq!(masks.borrow()[&4242], both, "a lone runnable thread is never confined");
+        assert_eq!(a.stats.contended_periods, 3);
         // The period is the time that passed since the last sample (the clock's test has the
         // arithmetic); never zero here.
         assert!(r.snapshots.iter().all(|s| s.period > Nanos::ZERO));

@@ -13,6 +13,7 @@
 //! - [`sampler`]: per-CPU busy/idle/noise each period;
 //! - [`qmp`]: QEMU vCPU threads through the monitor socket;
 //! - [`runclock`]: per-thread run time from task-clock counters;
+//! - [`events`]: scheduler events (a fast CPU going idle) through perf ring buffers;
 //! - [`actuate`]: reading and setting affinities (real or dry run);
 //! - [`state`]: the state file and `restore`;
 //! - [`metrics`]: the loopback Prometheus endpoint;
@@ -20,7 +21,8 @@
 //! - [`trace`]: a Perfetto trace of the decisions (`--trace`);
 //! - the loop's parts: [`clock`], [`inventory`] (what is managed),
 //!   [`observe`] (samples → the placer's snapshot), [`decide`] (the shared
-//!   placer bridge), [`apply`] (affinities and their restore), [`export`]
+//!   placer bridge), [`cooperate`] (the placer's masks only under contention for
+//!   the fast CPUs), [`apply`] (affinities and their restore), [`export`]
 //!   (log, metrics, trace, sample recording);
 //! - [`control`]: the loop calling them.
 
@@ -31,10 +33,12 @@ pub mod apply;
 pub mod clock;
 pub mod config;
 pub mod control;
+pub mod cooperate;
 pub mod decide;
 pub mod discovery;
 pub mod domain;
 pub mod error;
+pub mod events;
 pub mod export;
 pub mod inventory;
 pub mod loopstats;

@@ -24,6 +24,16 @@ pub struct LoopStats {
     pub schedstat_reads: u64,
     /// Thread-periods sampled (managed threads summed over periods).
     pub thread_samples: u64,
+    /// Periods in which managed threads contended for the fast CPUs (the placer's masks
+    /// applied); in the others every narrowed thread was widened (`cooperate`).
+    pub contended_periods: u64,
+    /// Fast-CPU idle switches the event source reported.
+    pub idle_events: u64,
+    /// Idle switches reacted to with no runnable thread kept from that CPU (only widened).
+    pub idle_no_candidate: u64,
+    /// Reaction times to an idle fast CPU: from the switch to the idle task to the move of a
+    /// runnable thread onto it in force, ns.
+    pub reaction_ns: Vec<u64>,
     /// Failed changes (vanished or denied).
     pub errors: u64,
     /// Wall time of the whole loop.
@@ -60,6 +70,13 @@ impl LoopStats {
             "stat_reads_per_period": if self.periods == 0 { 0.0 } else { self.stat_reads as f64 / self.periods as f64 },
             "schedstat_reads_per_period": if self.periods == 0 { 0.0 } else { self.schedstat_reads as f64 / self.periods as f64 },
             "threads_per_period": if self.periods == 0 { 0.0 } else { self.thread_samples as f64 / self.periods as f64 },
+            "contended_periods": self.contended_periods,
+            "idle_events": self.idle_events,
+            "idle_no_candidate": self.idle_no_candidate,
+            "reactions": self.reaction_ns.len(),
+            "reaction_us_p50": median(&self.reaction_ns) / 1e3,
+            "reaction_us_p99": p99(&self.reaction_ns) / 1e3,
+            "reaction_us_max": self.reaction_ns.iter().max().copied().unwrap_or(0) as f64 / 1e3,
             "errors": self.errors,
             "loop_cpu_us_median": median(&self.loop_cpu_ns) / 1e3,
             "loop_cpu_us_mean": mean(&self.loop_cpu_ns) / 1e3,

@@ -20,25 +20,52 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// `perf_event_attr` as of `PERF_ATTR_SIZE_VER0` (64 bytes; the kernel accepts
-/// older sizes and zero-fills the rest).
+/// `perf_event_attr` up to `clockid` (`PERF_ATTR_SIZE_VER3`, 96 bytes; the kernel accepts
+/// older sizes and zero-fills the rest). Shared with the scheduler event source (`events`).
 #[repr(C)]
-struct PerfEventAttr {
-    kind: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    config1: u64,
+#[derive(Default)]
+pub(crate) struct PerfEventAttr {
+    pub(crate) kind: u32,
+    pub(crate) size: u32,
+    pub(crate) config: u64,
+    pub(crate) sample_period: u64,
+    pub(crate) sample_type: u64,
+    pub(crate) read_format: u64,
+    pub(crate) flags: u64,
+    pub(crate) wakeup_events: u32,
+    pub(crate) bp_type: u32,
+    pub(crate) config1: u64,
+    pub(crate) config2: u64,
+    pub(crate) branch_sample_type: u64,
+    pub(crate) sample_regs_user: u64,
+    pub(crate) sample_stack_user: u32,
+    pub(crate) clockid: i32,
 }
 
 const PERF_TYPE_SOFTWARE: u32 = 1;
 const PERF_COUNT_SW_TASK_CLOCK: u64 = 1;
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+
+/// `perf_event_open(attr, pid, cpu, -1, FD_CLOEXEC)`: a new event fd, or the OS error.
+pub(crate) fn perf_event_open(attr: &PerfEventAttr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
+    // SAFETY: perf_event_open reads `attr` (a valid, fully initialised struct of the size it
+    // says) and returns a new fd or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr as *const PerfEventAttr,
+            pid as libc::pid_t,
+            cpu as libc::c_int,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the syscall returned a new file descriptor that we now own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
 
 /// An open task-clock counter of one thread.
 pub struct RunClock {
@@ -50,36 +77,14 @@ impl RunClock {
     /// (`EACCES`/`EPERM`: not allowed to observe it; `ENOSYS`/`ENOENT`: no perf
     /// events here; `ESRCH`: the thread is gone).
     pub fn open(tid: i32) -> io::Result<RunClock> {
+        // Enabled at once; not inherited by the thread's children; user and kernel time.
         let attr = PerfEventAttr {
             kind: PERF_TYPE_SOFTWARE,
             size: std::mem::size_of::<PerfEventAttr>() as u32,
             config: PERF_COUNT_SW_TASK_CLOCK,
-            sample_period: 0,
-            sample_type: 0,
-            read_format: 0,
-            // Enabled at once; not inherited by the thread's children; user and kernel time.
-            flags: 0,
-            wakeup_events: 0,
-            bp_type: 0,
-            config1: 0,
+            ..Default::default()
         };
-        // SAFETY: perf_event_open reads `attr` (a valid, fully initialised
-        // struct of the size it says) and returns a new fd or -1.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_perf_event_open,
-                &attr as *const PerfEventAttr,
-                tid as libc::pid_t,
-                -1 as libc::c_int,
-                -1 as libc::c_int,
-                PERF_FLAG_FD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: the syscall returned a new file descriptor that we now own.
-        Ok(RunClock { fd: unsafe { OwnedFd::from_raw_fd(fd as i32) } })
+        Ok(RunClock { fd: perf_event_open(&attr, tid, -1)? })
     }
 
     /// Run time since the counter was opened, ns.
@@ -107,16 +112,18 @@ mod tests {
 
     #[test]
     fn counts_the_run_time_of_another_thread_like_schedstat() {
-        // A thread that spins ~50 ms of CPU and then waits to be told to exit.
+        // A thread that spins until it has had 50 ms of CPU (its own CPU clock, so a loaded
+        // machine only stretches the wall time), says so, and waits to be told to exit.
         let (tx, rx) = std::sync::mpsc::channel::<i32>();
+        let (spun_tx, spun_rx) = std::sync::mpsc::channel::<()>();
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let h = std::thread::spawn(move || {
             tx.send(gettid()).unwrap();
-            let t0 = std::time::Instant::now();
             let mut x = 0u64;
-            while t0.elapsed() < std::time::Duration::from_millis(50) {
+            while crate::signals::thread_cpu() < std::time::Duration::from_millis(50) {
                 x = std::hint::black_box(x.wrapping_add(1));
             }
+            spun_tx.send(()).unwrap();
             done_rx.recv().unwrap();
         });
         let tid = rx.recv().unwrap();
@@ -142,7 +149,8 @@ mod tests {
             s.split_whitespace().next().unwrap().parse().unwrap()
         };
         let (c0, s0) = (clock.read().unwrap(), sched(tid));
-        std::thread::sleep(std::time::Duration::from_millis(80));
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        spun_rx.recv().unwrap();
         let (c1, s1) = (clock.read().unwrap(), sched(tid));
         done_tx.send(()).unwrap();
         h.join().unwrap();

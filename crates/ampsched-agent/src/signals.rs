@@ -103,6 +103,61 @@ pub fn sleep_until(deadline: Duration) -> bool {
     }
 }
 
+/// Why [`wait_until`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// The deadline passed.
+    Deadline,
+    /// A stop signal arrived (now or before the call).
+    Stop,
+    /// A launched command ended ([`child_exited`] says so too).
+    Child,
+    /// One of the file descriptors is readable.
+    Ready,
+}
+
+/// [`sleep_until`] that also returns when one of `fds` becomes readable (`ppoll`).
+pub fn wait_until(deadline: Duration, fds: &[i32]) -> Wake {
+    if fds.is_empty() {
+        return match sleep_until(deadline) {
+            false => Wake::Stop,
+            true if CHILD.load(Ordering::SeqCst) => Wake::Child,
+            true => Wake::Deadline,
+        };
+    }
+    let mut pfds: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    loop {
+        if pending().is_some() {
+            return Wake::Stop;
+        }
+        let left = deadline.saturating_sub(monotonic());
+        if left.is_zero() {
+            return Wake::Deadline;
+        }
+        let ts = libc::timespec { tv_sec: left.as_secs() as libc::time_t, tv_nsec: left.subsec_nanos() as _ };
+        // SAFETY: valid pollfd array of its length and a valid timespec; no signal mask change.
+        let r = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+        if r > 0 {
+            return Wake::Ready;
+        }
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            if pending().is_some() {
+                return Wake::Stop;
+            }
+            if CHILD.load(Ordering::SeqCst) {
+                return Wake::Child;
+            }
+        }
+    }
+}
+
+/// Thread id of the caller.
+pub fn gettid() -> i32 {
+    // SAFETY: no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,5 +173,21 @@ mod tests {
             x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
         }
         assert!(thread_cpu() > c0 && process_cpu() >= thread_cpu());
+        // A readable pipe wakes the wait at once; without one it waits out the deadline.
+        let mut p = [0i32; 2];
+        // SAFETY: valid array of two ints.
+        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+        let t1 = monotonic();
+        assert_eq!(wait_until(t1 + Duration::from_millis(5), &[p[0]]), Wake::Deadline);
+        assert!(monotonic() >= t1 + Duration::from_millis(5));
+        // SAFETY: writing one byte from a valid buffer to our pipe; then closing both ends.
+        unsafe {
+            libc::write(p[1], b"x".as_ptr() as *const libc::c_void, 1);
+        }
+        assert_eq!(wait_until(monotonic() + Duration::from_secs(5), &[p[0]]), Wake::Ready);
+        unsafe {
+            libc::close(p[0]);
+            libc::close(p[1]);
+        }
     }
 }

@@ -234,9 +234,17 @@ fn restore_after_sigterm_and_after_kill9_then_restore() {
     let original = affinities(target.pid());
     let by_original = affinities(bystander.pid());
     let changed = |pid: i32, orig: &[(i32, CpuSet)]| affinities(pid).iter().zip(orig).any(|(a, b)| a.1 != b.1);
+    // The scheduler event source (perf events on sched_switch) never writes tracefs: its
+    // switches and filter read the same after every exit path.
+    let tracefs = || {
+        ["enable", "filter"]
+            .map(|f| std::fs::read_to_string(format!("/sys/kernel/tracing/events/sched/sched_switch/{f}")).ok())
+    };
+    let tracefs_before = tracefs();
+    let log = d.path().join("agent.log");
 
     // 1. SIGTERM: the agent restores every thread and removes its state file.
-    let mut agent = agent_on_pid(d.path(), target.pid(), &state, &[]);
+    let mut agent = agent_on_pid(d.path(), target.pid(), &state, &["--log", log.to_str().unwrap()]);
     assert!(wait_for(Duration::from_secs(5), || changed(target.pid(), &original)), "the agent changed nothing");
     assert!(state.exists(), "the state file is written before the first change");
     assert_eq!(affinities(bystander.pid()), by_original, "a thread not under management was touched");
@@ -247,6 +255,12 @@ fn restore_after_sigterm_and_after_kill9_then_restore() {
     assert_eq!(affinities(target.pid()), original, "not restored after SIGTERM");
     assert!(!state.exists(), "state file left after a clean exit");
     drop(agent);
+    // As root the event source attached (3 spinners keep one thread off the fast CPU, so it
+    // was armed); after the exit nothing of it is left in tracefs.
+    let ev = log_events(&log, "events");
+    assert_eq!(ev.len(), 1, "one events line: {ev:?}");
+    assert_eq!(ev[0]["source"], "sched_switch", "{ev:?}");
+    assert_eq!(tracefs(), tracefs_before, "tracefs changed after SIGTERM");
 
     // 2. kill -9: affinities stay changed; a new agent refuses; `restore` puts them back.
     let mut agent = agent_on_pid(d.path(), target.pid(), &state, &[]);
@@ -256,6 +270,7 @@ fn restore_after_sigterm_and_after_kill9_then_restore() {
     agent.0.wait().unwrap();
     assert!(state.exists());
     assert!(changed(target.pid(), &original), "kill -9 cannot restore: the masks must still be changed");
+    assert_eq!(tracefs(), tracefs_before, "tracefs changed after kill -9");
     let again = agent_on_pid(d.path(), target.pid(), &state, &[]);
     let o = again.wait_with_output_guarded();
     assert_eq!(o.status.code(), Some(2), "{}", out_text(&o));

@@ -1,0 +1,249 @@
+//! Cooperate with the kernel: the agent narrows masks only while managed
+//! threads really contend for the fast CPUs, and leaves Linux alone
+//! otherwise.
+//!
+//! Linux already places a lone runnable thread well on an asymmetric
+//! machine: its load balancer sees a CPU's capacity shrink under real-time
+//! and interrupt pressure (`update_cpu_capacity` / `scale_rt_capacity` in
+//! kernel/sched/fair.c, the capacity the hog's SCHED_FIFO time takes from
+//! CPU 1) and moves a runnable CFS thread to the CPU with the most capacity
+//! left; a CPU that goes idle pulls work at once (`newidle_balance`). A
+//! placer mask taken from a period that is already over fights that: it
+//! confined a lone serial thread to the slow CPU for half its run time
+//! (issue 15). A placer only adds something when there are more runnable
+//! threads than fast CPUs — then its sharing rule (AASH's equal fast time)
+//! decides who waits on the slow CPUs — so its decision is put in force only
+//! then.
+//!
+//! The rule, each period (and, with scheduler events, the moment a fast CPU
+//! goes idle — see `crate::events`):
+//! - **contention** = more managed threads runnable (that may use a fast
+//!   CPU) than there are fast CPUs, *and* no fast CPU was idle for at least
+//!   `period / IDLE_DIV` of the period ([`Load::contended`]);
+//! - contended: the placer's effective masks are applied as decided;
+//! - not contended: every managed thread gets its own mask back (the
+//!   widest the agent may give it), whatever the placer decided. The placer
+//!   still runs (its credits and rotation stay current) and sees the
+//!   widened masks as `affinity` next period, so its masks are put in force
+//!   again the period contention returns.
+//!
+//! So a thread alone runnable, or any runnable thread while a fast CPU
+//! idles, is never confined away from that fast CPU by the agent; masks
+//! narrow only during contention and widen in the period it ends (within
+//! ~1 ms of a fast CPU going idle when the event source is attached).
+
+use ampsched_model::{CpuId, CpuSet, Nanos, TaskId, Topology};
+use ampsched_policy::{AffinityChange, Snapshot, TaskSample};
+
+/// A fast CPU idle for at least `period / IDLE_DIV` (3.75 ms of 30 ms) in a period was idle:
+/// there was no contention for it. (`/proc/stat` counts in 10 ms ticks, so one idle tick
+/// in a period is enough.)
+pub const IDLE_DIV: u64 = 8;
+
+/// Who wanted the fast CPUs at the end of a period.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Load {
+    /// Managed threads runnable at the end of the period whose own mask holds a fast CPU.
+    pub contenders: usize,
+    /// Fast CPUs.
+    pub fast_cpus: usize,
+    /// A fast CPU was idle for a real part of the period (or is idle now).
+    pub fast_idle: bool,
+}
+
+impl Load {
+    /// The load a snapshot shows (see the module doc).
+    pub fn from_snapshot(topo: &Topology, snap: &Snapshot) -> Load {
+        let fast = fast_set(topo);
+        let contenders = snap.tasks.iter().filter(|t| t.runnable() && t.allowed.intersects(&fast)).count();
+        let min_idle = Nanos(snap.period.0 / IDLE_DIV);
+        let fast_idle = snap.cpus.iter().any(|c| topo.is_fast(c.id) && c.idle >= min_idle && c.idle > Nanos::ZERO);
+        Load { contenders, fast_cpus: fast.len(), fast_idle }
+    }
+
+    /// Real contention for the fast CPUs: more runnable contenders than fast CPUs, none idle.
+    pub fn contended(&self) -> bool {
+        self.contenders > self.fast_cpus && !self.fast_idle
+    }
+}
+
+/// The fast CPUs of `topo` (topology ids).
+pub fn fast_set(topo: &Topology) -> CpuSet {
+    CpuSet::from_cpus((0..topo.ncpus() as u32).map(CpuId).filter(|c| topo.is_fast(*c)))
+}
+
+/// Each live task confined narrower than its own mask, with its own mask: the changes that
+/// hand a domain back to the kernel.
+pub fn widen_all(tasks: &[TaskSample], out: &mut Vec<AffinityChange>) {
+    for t in tasks.iter().filter(|t| !t.done() && t.affinity != t.allowed) {
+        out.push(AffinityChange { task: t.id, mask: t.allowed });
+    }
+}
+
+/// The changes to apply this period: the placer's (`decided`, effective masks) under
+/// contention, else the widening of every narrowed task. Returns whether it was contended.
+pub fn cooperate(load: &Load, tasks: &[TaskSample], decided: &[AffinityChange], out: &mut Vec<AffinityChange>) -> bool {
+    out.clear();
+    if load.contended() {
+        out.extend_from_slice(decided);
+        true
+    } else {
+        widen_all(tasks, out);
+        false
+    }
+}
+
+/// A managed thread as the reaction to an idle fast CPU sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Confined {
+    /// The task.
+    pub task: TaskId,
+    /// The mask in force (topology ids).
+    pub cur: CpuSet,
+    /// Its own mask.
+    pub allowed: CpuSet,
+    /// Runnable now (`stat` state `R`).
+    pub runnable: bool,
+}
+
+/// Whether a thread with mask `cur` and own mask `allowed` is kept away from a fast CPU it
+/// may use: the case where an idle fast CPU needs the agent.
+pub fn kept_from_fast(fast: &CpuSet, cur: &CpuSet, allowed: &CpuSet) -> bool {
+    !allowed.and(fast).and_not(cur).is_empty()
+}
+
+/// Fast CPU `cpu` went idle: no contention any more. The changes, applied in order: first
+/// the first runnable thread kept away from `cpu` (that may use it) is moved onto it (mask
+/// `{cpu}`: `sched_setaffinity` migrates a thread whose CPU leaves its mask at once, where
+/// widening alone would wait for the idle CPU's next balance), then every narrowed thread
+/// gets its own mask back (the mover too, staying where it now runs). Returns the mover.
+pub fn on_idle_fast_cpu(cpu: CpuId, threads: &[Confined], out: &mut Vec<AffinityChange>) -> Option<TaskId> {
+    out.clear();
+    let mover = threads.iter().find(|t| t.runnable && !t.cur.contains(cpu) && t.allowed.contains(cpu));
+    if let Some(m) = mover {
+        out.push(AffinityChange { task: m.task, mask: CpuSet::single(cpu) });
+    }
+    for t in threads.iter().filter(|t| t.cur != t.allowed || mover.is_some_and(|m| m.task == t.task)) {
+        out.push(AffinityChange { task: t.task, mask: t.allowed });
+    }
+    mover.map(|m| m.task)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ampsched_model::DomainId;
+    use ampsched_policy::{CpuSample, TaskState};
+
+    fn ids(v: &[u32]) -> CpuSet {
+        CpuSet::from_cpus(v.iter().map(|c| CpuId(*c)))
+    }
+
+    fn task(id: u32, state: TaskState, affinity: &[u32]) -> TaskSample {
+        TaskSample {
+            id: TaskId(id),
+            domain: DomainId(0),
+            vcpu: id,
+            active: state != TaskState::Blocked,
+            state,
+            run_by_class: vec![Nanos::ZERO; 2],
+            cpu: None,
+            allowed: ids(&[0, 1]),
+            affinity: ids(affinity),
+            ws_kb: 0,
+        }
+    }
+
+    /// CPU 0 fast, CPU 1 slow (the development machine with the hog on CPU 1); a 30 ms
+    /// period; CPU 0 idle for `idle0_ms`.
+    fn snap(tasks: Vec<TaskSample>, idle0_ms: u64) -> (Topology, Snapshot) {
+        let topo = Topology::fast_slow(1, 2.0, 1, 1.0, 2);
+        let cpus = vec![
+            CpuSample {
+                id: CpuId(0),
+                busy: Nanos::from_ms(30 - idle0_ms),
+                idle: Nanos::from_ms(idle0_ms),
+                ..Default::default()
+            },
+            CpuSample { id: CpuId(1), busy: Nanos::from_ms(30), ..Default::default() },
+        ];
+        let s = Snapshot { now: Nanos::from_ms(30), period: Nanos::from_ms(30), cpus, tasks, domains: Vec::new() };
+        (topo, s)
+    }
+
+    fn run(topo: &Topology, s: &Snapshot, decided: &[AffinityChange]) -> (bool, Vec<(u32, String)>) {
+        let mut out = Vec::new();
+        let c = cooperate(&Load::from_snapshot(topo, s), &s.tasks, decided, &mut out);
+        (c, out.iter().map(|c| (c.task.0, c.mask.to_list())).collect())
+    }
+
+    #[test]
+    fn a_lone_runnable_thread_is_never_confined_away_from_the_fast_cpu() {
+        // The phased program's serial phase: thread 0 runnable, confined to slow CPU 1 by a
+        // rotation decided in a phase already over; thread 1 blocked at the barrier. 1 runnable
+        // ≤ 1 fast CPU: no contention, the placer's "keep 0 on {1}, 1 on {0}" is not applied;
+        // both get their own mask {0,1} back.
+        let (topo, s) = snap(vec![task(0, TaskState::Runnable, &[1]), task(1, TaskState::Blocked, &[0])], 0);
+        let decided = [AffinityChange { task: TaskId(1), mask: ids(&[1]) }];
+        assert_eq!(run(&topo, &s, &decided), (false, vec![(0, "0-1".into()), (1, "0-1".into())]));
+    }
+
+    #[test]
+    fn masks_narrow_only_under_contention_and_widen_when_a_fast_cpu_idles() {
+        // Two spinning threads, both runnable, CPU 0 busy the whole period: 2 > 1 fast CPU and
+        // nothing idle → contended: the placer's rotation (0 → {1}, 1 → {0}) is applied as is.
+        let both = || vec![task(0, TaskState::Runnable, &[0]), task(1, TaskState::Runnable, &[1])];
+        let decided =
+            [AffinityChange { task: TaskId(0), mask: ids(&[1]) }, AffinityChange { task: TaskId(1), mask: ids(&[0]) }];
+        let (topo, s) = snap(both(), 0);
+        assert_eq!(run(&topo, &s, &decided), (true, vec![(0, "1".into()), (1, "0".into())]));
+        // Same, but CPU 0 sat idle 5 ms of the 30 (≥ 30 / 8 = 3.75 ms): the fast CPU was not
+        // wanted by both all the time → no contention: both are widened, the rotation waits.
+        let (topo, s) = snap(both(), 5);
+        assert_eq!(run(&topo, &s, &decided), (false, vec![(0, "0-1".into()), (1, "0-1".into())]));
+        // 3 ms idle (< 3.75 ms) is noise: still contended.
+        let (topo, s) = snap(both(), 3);
+        assert!(run(&topo, &s, &decided).0);
+    }
+
+    #[test]
+    fn threads_that_cannot_use_a_fast_cpu_do_not_contend_for_it_and_done_ones_are_left() {
+        // Thread 1's own mask is {1}: it never contends for CPU 0; with thread 0 the only
+        // contender (1 ≤ 1) nothing is narrowed. Thread 2 ended: no change for it.
+        let mut t1 = task(1, TaskState::Runnable, &[1]);
+        t1.allowed = ids(&[1]);
+        let (topo, s) = snap(vec![task(0, TaskState::Runnable, &[1]), t1, task(2, TaskState::Done, &[1])], 0);
+        let l = Load::from_snapshot(&topo, &s);
+        assert_eq!(l, Load { contenders: 1, fast_cpus: 1, fast_idle: false });
+        assert_eq!(run(&topo, &s, &[]), (false, vec![(0, "0-1".into())]));
+    }
+
+    #[test]
+    fn an_idle_fast_cpu_takes_a_runnable_thread_kept_from_it_and_everyone_is_widened() {
+        // AASH granted CPU 0 to thread 0 and kept thread 1 on slow CPU 1; thread 0 blocked at
+        // a barrier and CPU 0 went idle. Thread 1 (runnable) is moved onto CPU 0 ({0}), then
+        // both get {0,1} back; thread 2 (blocked, on {1}) is only widened.
+        let c = |task: u32, cur: &[u32], runnable: bool| Confined {
+            task: TaskId(task),
+            cur: ids(cur),
+            allowed: ids(&[0, 1]),
+            runnable,
+        };
+        let threads = [c(0, &[0], false), c(1, &[1], true), c(2, &[1], false)];
+        let mut out = Vec::new();
+        assert_eq!(on_idle_fast_cpu(CpuId(0), &threads, &mut out), Some(TaskId(1)));
+        let got: Vec<(u32, String)> = out.iter().map(|c| (c.task.0, c.mask.to_list())).collect();
+        assert_eq!(got, vec![(1, "0".into()), (0, "0-1".into()), (1, "0-1".into()), (2, "0-1".into())]);
+        // Nobody runnable: nothing moves, narrowed threads are still handed back.
+        let threads = [c(0, &[0], false), c(1, &[1], false)];
+        assert_eq!(on_idle_fast_cpu(CpuId(0), &threads, &mut out), None);
+        assert_eq!(out.len(), 2);
+        // Kept from the fast CPU: {1} with own mask {0,1} is; {0} or {0,1} is not; {1} with
+        // own mask {1} is not (it may not use CPU 0).
+        let fast = ids(&[0]);
+        assert!(kept_from_fast(&fast, &ids(&[1]), &ids(&[0, 1])));
+        assert!(!kept_from_fast(&fast, &ids(&[0]), &ids(&[0, 1])));
+        assert!(!kept_from_fast(&fast, &ids(&[0, 1]), &ids(&[0, 1])));
+        assert!(!kept_from_fast(&fast, &ids(&[1]), &ids(&[1])));
+    }
+}

@@ -1,0 +1,416 @@
+//! Scheduler events: learn within a millisecond that a fast CPU went idle,
+//! instead of at the next 30 ms period.
+//!
+//! Source: the kernel's `sched:sched_switch` tracepoint (kernel/sched/core.c,
+//! `__schedule` → `trace_sched_switch`), read through perf event ring
+//! buffers (`perf_event_open(2)` with `PERF_TYPE_TRACEPOINT`, the event id
+//! from tracefs `events/sched/sched_switch/id`, one event per fast CPU,
+//! `pid = -1`). The kernel filters in place (`PERF_EVENT_IOC_SET_FILTER`,
+//! the tracefs filter syntax): only switches *to the idle task*
+//! (`next_pid == 0`) are recorded, so the agent is woken (`wakeup_events =
+//! 1`, `poll`) exactly when a fast CPU goes idle, not at every context
+//! switch. Switches away from the agent's own loop thread are filtered out
+//! too (its own sleep would otherwise wake it again at once). Samples carry
+//! `CLOCK_MONOTONIC` time (`use_clockid`), the agent's clock, so the
+//! reaction time is the time from the idle switch to the agent's change.
+//!
+//! The events are enabled only while the agent confines some thread away
+//! from a fast CPU it may use ([`EventSource::arm`]); otherwise an idle fast
+//! CPU needs nothing from the agent, and it is not woken.
+//!
+//! Privilege: system-wide (`pid = -1`) tracepoint events with raw samples
+//! need `CAP_PERFMON` (or `CAP_SYS_ADMIN`, or `kernel.perf_event_paranoid`
+//! ≤ -1), and reading the event id needs tracefs mounted and readable. Where
+//! either fails the agent keeps its periodic loop and says why once
+//! ([`open`]'s error names the capability). Nothing stays attached: the
+//! events live only as the agent's file descriptors and mappings, which the
+//! kernel tears down on every exit path, `kill -9` included; tracefs itself
+//! (its `enable` files, its ring) is never written.
+
+use crate::runclock::{perf_event_open, PerfEventAttr};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+
+const PERF_TYPE_TRACEPOINT: u32 = 2;
+const PERF_SAMPLE_TIME: u64 = 1 << 2;
+const PERF_SAMPLE_RAW: u64 = 1 << 10;
+/// `perf_event_attr` flag bits: disabled (0), use_clockid (25).
+const FLAG_DISABLED: u64 = 1;
+const FLAG_USE_CLOCKID: u64 = 1 << 25;
+const PERF_RECORD_SAMPLE: u32 = 9;
+/// `_IO('$', 0)`, `_IO('$', 1)`, `_IOW('$', 6, char *)`.
+const IOC_ENABLE: libc::c_ulong = 0x2400;
+const IOC_DISABLE: libc::c_ulong = 0x2401;
+const IOC_SET_FILTER: libc::c_ulong = 0x4008_2406;
+/// Ring data pages per CPU (a power of two): idle switches are few, and the ring is drained
+/// at each wake-up.
+const RING_PAGES: usize = 4;
+/// Offsets of `data_head` and `data_tail` in `struct perf_event_mmap_page`.
+const DATA_HEAD: usize = 1024;
+const DATA_TAIL: usize = 1032;
+
+/// Where tracefs may be mounted.
+pub const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+/// Offset and size of field `name` in a tracefs event `format` file
+/// (`field:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;`).
+pub fn field_offset(format: &str, name: &str) -> Option<(usize, usize)> {
+    for line in format.lines() {
+        let Some(decl) = line.trim().strip_prefix("field:") else { continue };
+        let mut parts = decl.split(';').map(str::trim);
+        let ident = parts.next()?.split_whitespace().last()?;
+        // `char prev_comm[16]` → `prev_comm`.
+        if ident.split('[').next() != Some(name) {
+            continue;
+        }
+        let mut off = None;
+        let mut size = None;
+        for p in parts {
+            if let Some(v) = p.strip_prefix("offset:") {
+                off = v.parse().ok();
+            } else if let Some(v) = p.strip_prefix("size:") {
+                size = v.parse().ok();
+            }
+        }
+        return Some((off?, size?));
+    }
+    None
+}
+
+/// A context switch on `cpu` at `time_ns` (`CLOCK_MONOTONIC`) from `prev` to `next` (0: the
+/// idle task, the only ones the agent's filter lets through).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdleSwitch {
+    /// Linux CPU number.
+    pub cpu: u32,
+    /// When, ns of `CLOCK_MONOTONIC`.
+    pub time_ns: u64,
+    /// The thread that left the CPU.
+    pub prev: i32,
+    /// The thread that got it (0 = idle).
+    pub next: i32,
+}
+
+impl IdleSwitch {
+    /// The CPU went idle.
+    pub fn to_idle(&self) -> bool {
+        self.next == 0
+    }
+}
+
+/// Parse the records of a sample stream with `sample_type = TIME | RAW` (one record after
+/// another, as laid out in the ring): every `sched_switch` in it.
+/// `offs` = (prev_pid, next_pid) offsets in the raw tracepoint record.
+pub fn parse_records(bytes: &[u8], cpu: u32, offs: (usize, usize), out: &mut Vec<IdleSwitch>) {
+    let rd32 = |b: &[u8], at: usize| b.get(at..at + 4).map(|s| u32::from_ne_bytes(s.try_into().unwrap()));
+    let mut at = 0;
+    while at + 8 <= bytes.len() {
+        let kind = rd32(bytes, at).unwrap_or(0);
+        let size = u16::from_ne_bytes([bytes[at + 6], bytes[at + 7]]) as usize;
+        if size < 8 || at + size > bytes.len() {
+            return;
+        }
+        let rec = &bytes[at..at + size];
+        at += size;
+        if kind != PERF_RECORD_SAMPLE || rec.len() < 20 {
+            continue;
+        }
+        let time_ns = u64::from_ne_bytes(rec[8..16].try_into().unwrap());
+        let raw_len = rd32(rec, 16).unwrap_or(0) as usize;
+        let Some(raw) = rec.get(20..20 + raw_len) else { continue };
+        let (Some(prev), Some(next)) = (rd32(raw, offs.0), rd32(raw, offs.1)) else { continue };
+        out.push(IdleSwitch { cpu, time_ns, prev: prev as i32, next: next as i32 });
+    }
+}
+
+/// One CPU's event and its mapped ring.
+struct Ring {
+    cpu: u32,
+    fd: OwnedFd,
+    base: *mut u8,
+    len: usize,
+    page: usize,
+}
+
+impl Ring {
+    /// Copy out every record between the tail and the head and advance the tail.
+    fn drain(&mut self, buf: &mut Vec<u8>) {
+        buf.clear();
+        let size = self.len - self.page;
+        // SAFETY: `base` maps `len` bytes; the header page holds data_head/data_tail (u64,
+        // 8-aligned). The head is written by the kernel: read it volatile, then fence so the
+        // data reads are not hoisted above it (the kernel's documented protocol).
+        unsafe {
+            let head = std::ptr::read_volatile(self.base.add(DATA_HEAD) as *const u64);
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            let tail = std::ptr::read_volatile(self.base.add(DATA_TAIL) as *const u64);
+            let n = head.saturating_sub(tail).min(size as u64) as usize;
+            let data = self.base.add(self.page);
+            let start = (tail % size as u64) as usize;
+            let first = n.min(size - start);
+            buf.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
+            buf.extend_from_slice(std::slice::from_raw_parts(data, n - first));
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+            std::ptr::write_volatile(self.base.add(DATA_TAIL) as *mut u64, head);
+        }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the mapping made in `open` (the fd closes after).
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+    }
+}
+
+/// The idle-switch events of the fast CPUs.
+pub struct EventSource {
+    rings: Vec<Ring>,
+    offs: (usize, usize),
+    armed: bool,
+    buf: Vec<u8>,
+    /// Idle switches seen (drained).
+    pub seen: u64,
+}
+
+fn tracefs_format(root: &Path) -> io::Result<(u64, String)> {
+    let dir = root.join("events/sched/sched_switch");
+    let id = std::fs::read_to_string(dir.join("id"))?;
+    let id = id.trim().parse().map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad event id"))?;
+    Ok((id, std::fs::read_to_string(dir.join("format"))?))
+}
+
+/// Attach to `sched_switch` on each of `fast_cpus` (Linux numbers), filtered to switches to
+/// the idle task that do not leave `self_tid`. Disabled until [`EventSource::arm`]. The error
+/// says what is missing (tracefs, a capability, a kernel feature) for the one log line.
+pub fn open(fast_cpus: &[u32], self_tid: i32) -> Result<EventSource, String> {
+    open_filtered(fast_cpus, &format!("next_pid == 0 && prev_pid != {self_tid}"))
+}
+
+/// [`open`] with any tracefs filter expression over `sched_switch`'s fields.
+pub fn open_filtered(fast_cpus: &[u32], filter: &str) -> Result<EventSource, String> {
+    let mut why = Vec::new();
+    let mut found = None;
+    for root in TRACEFS {
+        match tracefs_format(Path::new(root)) {
+            Ok(f) => {
+                found = Some(f);
+                break;
+            }
+            Err(e) => why.push(format!("{root}/events/sched/sched_switch: {e}")),
+        }
+    }
+    let Some((id, format)) = found else {
+        return Err(format!(
+            "tracefs not readable ({}): mount tracefs and run as root or with CAP_DAC_READ_SEARCH",
+            why.join("; ")
+        ));
+    };
+    let (Some(prev), Some(next)) = (field_offset(&format, "prev_pid"), field_offset(&format, "next_pid")) else {
+        return Err("sched_switch format has no prev_pid/next_pid field".into());
+    };
+    if prev.1 != 4 || next.1 != 4 {
+        return Err(format!("sched_switch pid fields are {} and {} bytes, expected 4", prev.1, next.1));
+    }
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    let filter = std::ffi::CString::new(filter).map_err(|_| "a filter with a NUL byte".to_string())?;
+    let mut rings = Vec::new();
+    for &cpu in fast_cpus {
+        let attr = PerfEventAttr {
+            kind: PERF_TYPE_TRACEPOINT,
+            size: std::mem::size_of::<PerfEventAttr>() as u32,
+            config: id,
+            sample_period: 1,
+            sample_type: PERF_SAMPLE_TIME | PERF_SAMPLE_RAW,
+            flags: FLAG_DISABLED | FLAG_USE_CLOCKID,
+            wakeup_events: 1,
+            clockid: libc::CLOCK_MONOTONIC,
+            ..Default::default()
+        };
+        let fd = perf_event_open(&attr, -1, cpu as i32).map_err(|e| match e.raw_os_error() {
+            Some(libc::EACCES | libc::EPERM) => format!(
+                "perf_event_open(sched:sched_switch, cpu {cpu}): {e}: needs CAP_PERFMON (or CAP_SYS_ADMIN, or \
+                 kernel.perf_event_paranoid = -1)"
+            ),
+            _ => format!("perf_event_open(sched:sched_switch, cpu {cpu}): {e}"),
+        })?;
+        // SAFETY: the fd is a perf event; the filter is a NUL-terminated string.
+        if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_FILTER, filter.as_ptr()) } != 0 {
+            return Err(format!("sched_switch filter refused: {}", io::Error::last_os_error()));
+        }
+        let len = (1 + RING_PAGES) * page;
+        // SAFETY: mapping the event's ring (header page + data pages) shared, as perf requires.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(format!("mmap of the perf ring (cpu {cpu}): {}", io::Error::last_os_error()));
+        }
+        rings.push(Ring { cpu, fd, base: base as *mut u8, len, page });
+    }
+    Ok(EventSource { rings, offs: (prev.0, next.0), armed: false, buf: Vec::new(), seen: 0 })
+}
+
+impl EventSource {
+    /// Enable (`true`) or disable the events; a no-op when already so.
+    pub fn arm(&mut self, on: bool) {
+        if on == self.armed {
+            return;
+        }
+        for r in &self.rings {
+            // SAFETY: enable/disable ioctls on our own perf fd.
+            unsafe { libc::ioctl(r.fd.as_raw_fd(), if on { IOC_ENABLE } else { IOC_DISABLE }, 0) };
+        }
+        self.armed = on;
+    }
+
+    /// Whether the events are enabled.
+    pub fn armed(&self) -> bool {
+        self.armed
+    }
+
+    /// The event fds, for `poll`.
+    pub fn fds(&self) -> impl Iterator<Item = i32> + '_ {
+        self.rings.iter().map(|r| r.fd.as_raw_fd())
+    }
+
+    /// Every idle switch recorded since the last call, ring by ring.
+    pub fn drain(&mut self, out: &mut Vec<IdleSwitch>) {
+        out.clear();
+        for r in &mut self.rings {
+            r.drain(&mut self.buf);
+            parse_records(&self.buf, r.cpu, self.offs, out);
+        }
+        self.seen += out.len() as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's `sched_switch` format as tracefs prints it (Linux 6.x, x86-64).
+    const FORMAT: &str = "name: sched_switch\nID: 372\nformat:\n\
+        \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+        \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+        \tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+        \tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+        \tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;\n\
+        \tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n\
+        \tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n\
+        \tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n\
+        \tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;\n";
+
+    #[test]
+    fn format_fields_are_found_by_name() {
+        assert_eq!(field_offset(FORMAT, "prev_pid"), Some((24, 4)));
+        assert_eq!(field_offset(FORMAT, "next_pid"), Some((56, 4)));
+        assert_eq!(field_offset(FORMAT, "prev_comm"), Some((8, 16)));
+        assert_eq!(field_offset(FORMAT, "nope"), None);
+    }
+
+    /// A sample record (TIME | RAW) of a switch from `prev` to `next` at `t`.
+    fn record(t: u64, prev: i32, next: i32) -> Vec<u8> {
+        let mut raw = vec![0u8; 64];
+        raw[24..28].copy_from_slice(&prev.to_ne_bytes());
+        raw[56..60].copy_from_slice(&next.to_ne_bytes());
+        // Raw data is padded so the record stays 8-aligned: 4 (size) + 64 + 4 pad.
+        let size = 8 + 8 + 4 + raw.len() + 4;
+        let mut r = Vec::new();
+        r.extend_from_slice(&PERF_RECORD_SAMPLE.to_ne_bytes());
+        r.extend_from_slice(&0u16.to_ne_bytes());
+        r.extend_from_slice(&(size as u16).to_ne_bytes());
+        r.extend_from_slice(&t.to_ne_bytes());
+        r.extend_from_slice(&(raw.len() as u32 + 4).to_ne_bytes());
+        r.extend_from_slice(&raw);
+        r.extend_from_slice(&[0; 4]);
+        r
+    }
+
+    #[test]
+    fn switches_are_parsed_and_other_records_skipped() {
+        let mut b = record(1_000, 4242, 0);
+        b.extend(record(2_000, 7, 4243));
+        // A lost-records record (type 2) is skipped by its size.
+        b.extend_from_slice(&2u32.to_ne_bytes());
+        b.extend_from_slice(&0u16.to_ne_bytes());
+        b.extend_from_slice(&24u16.to_ne_bytes());
+        b.extend_from_slice(&[0; 16]);
+        b.extend(record(3_000, 4243, 0));
+        // A truncated tail is ignored.
+        b.extend_from_slice(&[9, 0, 0]);
+        let mut out = Vec::new();
+        parse_records(&b, 0, (24, 56), &mut out);
+        assert_eq!(
+            out,
+            vec![
+                IdleSwitch { cpu: 0, time_ns: 1_000, prev: 4242, next: 0 },
+                IdleSwitch { cpu: 0, time_ns: 2_000, prev: 7, next: 4243 },
+                IdleSwitch { cpu: 0, time_ns: 3_000, prev: 4243, next: 0 }
+            ]
+        );
+        assert!(out[0].to_idle() && !out[1].to_idle());
+    }
+
+    #[test]
+    fn attaches_and_sees_a_threads_switches_in_the_agents_clock_or_says_what_is_missing() {
+        // SAFETY: no preconditions.
+        let (root, tid) = (unsafe { libc::geteuid() } == 0, unsafe { libc::syscall(libc::SYS_gettid) } as i32);
+        // The agent's own filter: attaches (or, unprivileged, names what is missing).
+        match open(&[0], tid) {
+            Ok(mut ev) => {
+                ev.arm(true);
+                ev.arm(false);
+            }
+            Err(e) if !root => {
+                assert!(e.contains("CAP_") || e.contains("tracefs"), "{e}");
+                return;
+            }
+            Err(e) => panic!("as root the events must attach: {e}"),
+        }
+        // A thread pinned to CPU 0 that sleeps 20 times: each sleep is a switch away from it on
+        // CPU 0 (whatever else keeps CPU 0 busy), so a filter on its tid sees them, in order,
+        // stamped with CLOCK_MONOTONIC between the agent's own readings before and after.
+        let (tx, rx) = std::sync::mpsc::channel::<i32>();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::spawn(move || {
+            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            // SAFETY: a zeroed cpu_set_t with CPU 0 set, for the calling thread.
+            unsafe {
+                libc::CPU_SET(0, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            }
+            tx.send(unsafe { libc::syscall(libc::SYS_gettid) } as i32).unwrap();
+            go_rx.recv().unwrap();
+            for _ in 0..20 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        });
+        let sleeper = rx.recv().unwrap();
+        let mut ev = open_filtered(&[0], &format!("prev_pid == {sleeper}")).unwrap();
+        ev.arm(true);
+        let t0 = crate::signals::monotonic().as_nanos() as u64;
+        go_tx.send(()).unwrap();
+        h.join().unwrap();
+        let t1 = crate::signals::monotonic().as_nanos() as u64;
+        let mut out = Vec::new();
+        ev.drain(&mut out);
+        assert!(out.len() >= 20, "20 sleeps, {} switches seen: {out:?}", out.len());
+        assert!(out.iter().all(|s| s.cpu == 0 && s.prev == sleeper), "{out:?}");
+        assert!(out.iter().all(|s| (t0..=t1).contains(&s.time_ns)), "{t0}..{t1}: {out:?}");
+        assert!(out.windows(2).all(|w| w[0].time_ns <= w[1].time_ns));
+        // Disarmed: nothing more is recorded.
+        ev.arm(false);
+        ev.drain(&mut out);
+        assert!(out.is_empty());
+    }
+}
