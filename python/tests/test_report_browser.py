@@ -42,6 +42,23 @@ PROBE = """() => {
     figures: figures.length,
     figuresShown: figures.filter(f => vis(f) &&
         [...f.querySelectorAll('svg, img')].some(g => vis(g) && (g.tagName !== 'IMG' || g.naturalWidth > 0))).length,
+    // A table overflows when it is wider than its container and the container does not
+    // scroll it (cut off or spilling over the page), or when the container itself is
+    // wider than the viewport.
+    tablesOverflowing: [...document.querySelectorAll('table')].map((t, i) => {
+      const box = t.parentElement;
+      const ox = getComputedStyle(box).overflowX;
+      const scrolls = ox === 'auto' || ox === 'scroll';
+      const tw = t.getBoundingClientRect().width, bw = box.clientWidth;
+      const cap = t.caption ? t.caption.textContent.slice(0, 40) : '';
+      if (box.getBoundingClientRect().right > window.innerWidth + 1)
+        return `table ${i + 1} (${cap}): its container is wider than the page`;
+      if (tw > bw + 1 && !scrolls)
+        return `table ${i + 1} (${cap}): ${Math.round(tw)} px in a ${bw} px container that does not scroll`;
+      return null;
+    }).filter(x => x),
+    tablesScrolled: [...document.querySelectorAll('table')]
+        .filter(t => t.getBoundingClientRect().width > t.parentElement.clientWidth + 1).length,
     pageWidth: document.documentElement.scrollWidth,
     viewWidth: window.innerWidth,
     fontPx: parseFloat(getComputedStyle(document.body).fontSize),
@@ -49,8 +66,14 @@ PROBE = """() => {
 }"""
 
 
-def check_report(html: Path, screenshot: Path) -> dict:
-    """Open ``html`` like a phone would; return the findings (``problems`` lists what is wrong)."""
+DESKTOP = {"width": 1400, "height": 900}
+
+
+def check_report(html: Path, screenshot: Path, viewport: dict | None = None) -> dict:
+    """Open ``html`` like a phone would (or at ``viewport``); return the findings
+    (``problems`` lists what is wrong)."""
+    viewport = viewport or PHONE
+    mobile = viewport["width"] < 800
     from playwright.sync_api import sync_playwright
 
     errors: list[str] = []
@@ -58,7 +81,9 @@ def check_report(html: Path, screenshot: Path) -> dict:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         try:
-            page = browser.new_page(viewport=PHONE, device_scale_factor=2, is_mobile=True, has_touch=True)
+            page = browser.new_page(
+                viewport=viewport, device_scale_factor=2 if mobile else 1, is_mobile=mobile, has_touch=mobile
+            )
             page.on("console", lambda m: errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
 
@@ -84,8 +109,11 @@ def check_report(html: Path, screenshot: Path) -> dict:
         problems.append(f"figures: {facts['figuresShown']} with a drawing shown of {raw.count('<figure')} in the file")
     if not facts["viewport"]:
         problems.append("no <meta name=viewport>: phones zoom out")
-    if facts["pageWidth"] > PHONE["width"] + 1:
-        problems.append(f"page is {facts['pageWidth']} px wide on a {PHONE['width']} px phone (sideways scrolling)")
+    if facts["pageWidth"] > viewport["width"] + 1:
+        problems.append(f"page is {facts['pageWidth']} px wide on a {viewport['width']} px screen (sideways scrolling)")
+    problems += [f"{t} (overflows its container)" for t in facts["tablesOverflowing"]]
+    if not mobile and facts["tablesScrolled"]:
+        problems.append(f"{facts['tablesScrolled']} table(s) need a scrollbar on a {viewport['width']} px screen")
     if facts["fontPx"] < 12:
         problems.append(f"body text is {facts['fontPx']} px")
     facts["problems"] = problems
@@ -128,6 +156,10 @@ def test_a_conforming_report_passes_and_is_photographed(tmp_path):
         (("<rect", "<rect style='display:none'"), None),  # a hidden shape inside a shown svg is fine
         (("<svg viewBox", "<svg style='display:none' viewBox"), "figures: 1 with a drawing shown of 2"),
         (("max-width:60rem", "min-width:900px"), "sideways scrolling"),
+        (('<div class="scroll"><table>', '<div style="overflow:hidden"><table style="width:800px">'), "overflows its"),
+        (('<div class="scroll"><table>', '<div style="overflow:visible"><table style="width:800px">'), "overflows its"),
+        (('<div class="scroll"><table>', '<div class="scroll"><table style="width:800px">'), None),
+        (('<div class="scroll"><table>', '<div class="scroll"><table style="width:1500px">'), "need a scrollbar"),
         (("</body>", "<img src='https://example.invalid/x.png'></body>"), "external resource"),
         (('<meta name="viewport" content="width=device-width, initial-scale=1">', ""), None),
     ],
@@ -135,7 +167,8 @@ def test_a_conforming_report_passes_and_is_photographed(tmp_path):
 def test_the_checker_catches_broken_reports(tmp_path, change, expect):
     html = tmp_path / "report.html"
     html.write_text(GOOD.replace(*change), encoding="utf-8")
-    f = check_report(html, tmp_path / "shot.png")
+    # a table wider than a desktop page is fine on a phone (it scrolls in its box), not on a desktop
+    f = check_report(html, tmp_path / "shot.png", DESKTOP if expect == "need a scrollbar" else None)
     if expect is None:
         if "viewport" in change[0]:
             assert any("viewport" in p for p in f["problems"])
@@ -164,7 +197,11 @@ def test_the_reproduced_report_reads_well_on_a_phone(tmp_path):
     f = check_report(html, shot)
     assert f["problems"] == [], "\n".join(f["problems"])
     assert shot.stat().st_size > 0
+    # On a desktop screen no table needs its scrollbar: headers wrap instead.
+    wide = check_report(html, tmp_path / "report-desktop.png", DESKTOP)
+    assert wide["problems"] == [], "\n".join(wide["problems"])
     out = os.environ.get("AMPSCHED_SCREENSHOT_DIR")
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, Path(out) / "report-phone.png")
+        shutil.copy(tmp_path / "report-desktop.png", Path(out) / "report-desktop.png")

@@ -216,7 +216,14 @@ impl Report {
                         o.push('\n');
                     }
                     Block::Figure(f) => {
-                        let _ = writeln!(o, "![{}](figures/{}.svg)\n\n*{}*\n", f.caption, f.id, f.caption);
+                        let _ = writeln!(
+                            o,
+                            "![{}](figures/{}.svg)\n\n*{}* {}\n",
+                            f.caption,
+                            f.id,
+                            f.caption,
+                            f.chart.reading()
+                        );
                     }
                 }
             }
@@ -264,7 +271,10 @@ impl Report {
                         for r in &t.rows {
                             o.push_str("<tr>");
                             for c in r {
-                                let _ = write!(o, "<td>{}</td>", esc(c));
+                                // Prose (a claim, a published figure as the paper words it) wraps;
+                                // numbers and short labels stay on one line.
+                                let class = if c.chars().count() > WRAP_CELL { " class=\"w\"" } else { "" };
+                                let _ = write!(o, "<td{class}>{}</td>", esc(c));
                             }
                             o.push_str("</tr>\n");
                         }
@@ -276,10 +286,11 @@ impl Report {
                         let svg = svg.replacen(" width=\"720\" height=\"380\"", "", 1);
                         let _ = writeln!(
                             o,
-                            "<figure id=\"{}\">\n{}<figcaption>{}</figcaption>\n</figure>",
+                            "<figure id=\"{}\">\n{}<figcaption>{}<br><span class=\"read\">{}</span></figcaption>\n</figure>",
                             esc(&f.id),
                             svg,
-                            esc(&f.caption)
+                            esc(&f.caption),
+                            esc(&f.chart.reading())
                         );
                     }
                 }
@@ -304,19 +315,26 @@ impl Report {
     }
 }
 
+/// Table cells longer than this many characters may wrap (prose, not numbers).
+const WRAP_CELL: usize = 24;
+
 const CSS: &str = "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222;\
 background:#fafafa;line-height:1.5}\n\
 main{max-width:60rem;margin:0 auto;padding:1rem}\n\
 h1{font-size:1.6rem}h2{font-size:1.3rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}\n\
 nav ol{padding-left:1.4rem}\n\
-.scroll{overflow-x:auto;margin:1rem 0}\n\
+.scroll{overflow-x:auto;max-width:100%;margin:1rem 0}\n\
 table{border-collapse:collapse;font-size:.9rem;background:#fff}\n\
 caption{text-align:left;font-style:italic;padding:.3rem 0}\n\
-th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:right;white-space:nowrap}\n\
+th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:right}\n\
+th{white-space:normal;overflow-wrap:anywhere;vertical-align:bottom;min-width:4rem}\n\
+td{white-space:nowrap}\n\
+td.w{white-space:normal;min-width:12rem;text-align:left}\n\
 th:first-child,td:first-child{text-align:left}\n\
 figure{margin:1rem 0;background:#fff;border:1px solid #e5e5e5;padding:.5rem}\n\
 figure svg{width:100%;height:auto;display:block}\n\
-figcaption{font-size:.9rem;color:#555}\n";
+figcaption{font-size:.9rem;color:#555}\n\
+figcaption .read{color:#333}\n";
 
 /// Format a value for a table cell with a fixed number of decimals.
 pub fn cell(v: f64, decimals: usize) -> String {

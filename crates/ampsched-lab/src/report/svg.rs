@@ -22,6 +22,48 @@ pub fn colour(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
 }
 
+/// Sideways distance between the markers of neighbouring series in a scatter (SVG units).
+const DODGE: f64 = 6.0;
+
+/// Marker shapes, one per series after the colour: a point stays identifiable
+/// by shape in grey print and for readers who cannot tell the colours apart.
+const SHAPES: usize = 5;
+
+/// Series `i`'s marker centred on (x, y): circle, square, triangle, diamond,
+/// inverted triangle; filled with the series colour, outlined in dark grey so
+/// overlapping markers keep their edges.
+pub fn marker(i: usize, x: f64, y: f64) -> String {
+    let c = colour(i);
+    let style = format!("fill=\"{c}\" fill-opacity=\"0.85\" stroke=\"#222\" stroke-width=\"0.8\"");
+    match i % SHAPES {
+        0 => format!("<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"4\" {style}/>"),
+        1 => format!("<rect x=\"{:.1}\" y=\"{:.1}\" width=\"7\" height=\"7\" {style}/>", x - 3.5, y - 3.5),
+        2 => format!(
+            "<path d=\"M{x:.1} {:.1}L{:.1} {:.1}L{:.1} {:.1}Z\" {style}/>",
+            y - 4.5,
+            x + 4.5,
+            y + 3.5,
+            x - 4.5,
+            y + 3.5
+        ),
+        3 => format!(
+            "<path d=\"M{x:.1} {:.1}L{:.1} {y:.1}L{x:.1} {:.1}L{:.1} {y:.1}Z\" {style}/>",
+            y - 5.0,
+            x + 5.0,
+            y + 5.0,
+            x - 5.0
+        ),
+        _ => format!(
+            "<path d=\"M{x:.1} {:.1}L{:.1} {:.1}L{:.1} {:.1}Z\" {style}/>",
+            y + 4.5,
+            x + 4.5,
+            y - 3.5,
+            x - 4.5,
+            y - 3.5
+        ),
+    }
+}
+
 /// Escape text for SVG/HTML.
 pub fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
@@ -147,6 +189,41 @@ pub enum Chart {
 }
 
 impl Chart {
+    /// How to read the chart, one sentence for its caption (what the marks,
+    /// whiskers and reference line mean).
+    pub fn reading(&self) -> String {
+        match self {
+            Chart::Bar(b) => {
+                let mut r = if b.stacked {
+                    "How to read: each bar stacks one segment per series (legend), the total is the bar's height"
+                        .to_string()
+                } else {
+                    "How to read: one bar per series (legend colour) in each group; its height is the mean over seeds"
+                        .to_string()
+                };
+                if b.series.iter().any(|s| s.err.is_some()) {
+                    r.push_str("; the black whiskers span the smallest to the largest seed");
+                }
+                if let Some(v) = b.reference {
+                    let _ = write!(r, "; the dashed red line marks {}", fmt_num(v));
+                }
+                r.push('.');
+                r
+            }
+            Chart::Line(l) => match l.style {
+                LineStyle::Points => "How to read: one marker shape and colour per series (legend); markers of \
+                                      different series at the same x are set side by side, so none hides another."
+                    .into(),
+                LineStyle::Lines => {
+                    "How to read: one line per series (legend), a marker at each measured point.".into()
+                }
+                LineStyle::Steps => "How to read: one step line per series (legend); each flat step is one \
+                                     interval's value."
+                    .into(),
+            },
+        }
+    }
+
     /// Render to a standalone SVG document.
     pub fn to_svg(&self) -> String {
         match self {
@@ -206,21 +283,23 @@ impl Frame {
     }
 
     fn legend(&mut self, names: &[&str]) {
+        self.legend_with(names, false);
+    }
+
+    /// The legend; `markers`: each series' point marker instead of a colour swatch.
+    fn legend_with(&mut self, names: &[&str], markers: bool) {
         if names.len() < 2 {
             return;
         }
         let mut x = ML;
         let y = 38.0;
         for (i, n) in names.iter().enumerate() {
-            let _ = writeln!(
-                self.out,
-                "<rect x=\"{x:.1}\" y=\"{ry}\" width=\"10\" height=\"10\" fill=\"{c}\"/>\
-                 <text x=\"{tx:.1}\" y=\"{y}\">{n}</text>",
-                ry = y - 9.0,
-                c = colour(i),
-                tx = x + 14.0,
-                n = esc(n)
-            );
+            let swatch = if markers {
+                marker(i, x + 5.0, y - 4.0)
+            } else {
+                format!("<rect x=\"{x:.1}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/>", y - 9.0, colour(i))
+            };
+            let _ = writeln!(self.out, "{swatch}<text x=\"{tx:.1}\" y=\"{y}\">{n}</text>", tx = x + 14.0, n = esc(n));
             x += 24.0 + 7.0 * n.chars().count() as f64;
         }
     }
@@ -408,6 +487,12 @@ fn line_svg(l: &LineChart) -> String {
         ly = yb + 36.0,
         xl = esc(&l.x_label)
     );
+    // Lines first, then every series' markers on top of all lines, so no line
+    // (e.g. a reference) covers a point. In a scatter, series are dodged
+    // sideways (`DODGE` units apart, centred on the true x) so points of different
+    // series at the same x and y stay visible side by side.
+    let n = l.series.len();
+    let mut markers = String::new();
     for (i, s) in l.series.iter().enumerate() {
         let pts: Vec<(f64, f64)> =
             s.points.iter().filter(|p| p.0.is_finite() && p.1.is_finite()).map(|p| (px(p.0), f.y(p.1))).collect();
@@ -427,13 +512,15 @@ fn line_svg(l: &LineChart) -> String {
             let _ = writeln!(f.out, "<path d=\"{d}\" stroke=\"{c}\" stroke-width=\"2\" fill=\"none\"/>");
         }
         if l.style != LineStyle::Steps || pts.len() == 1 {
+            let dodge = if l.style == LineStyle::Points { (i as f64 - (n as f64 - 1.0) / 2.0) * DODGE } else { 0.0 };
             for (x, y) in &pts {
-                let _ = writeln!(f.out, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3.5\" fill=\"{c}\"/>");
+                let _ = writeln!(markers, "{}", marker(i, x + dodge, *y));
             }
         }
     }
+    f.out.push_str(&markers);
     let names: Vec<&str> = l.series.iter().map(|s| s.name.as_str()).collect();
-    f.legend(&names);
+    f.legend_with(&names, l.style != LineStyle::Steps);
     f.finish()
 }
 
@@ -475,6 +562,55 @@ mod tests {
         assert_eq!(c.matches("<rect").count(), 1 + 4 + 2);
         assert!(c.contains("a&lt;b") && !c.contains("a<b"));
         assert_eq!(c.matches("stroke-dasharray").count(), 1);
+    }
+
+    #[test]
+    fn scatter_points_are_outlined_shaped_drawn_over_lines_and_dodged() {
+        // Two series with a point each at the same (x, y): a circle and a square,
+        // both outlined, 6 units apart around the true x (dodge ±3).
+        let same = |name: &str| LineSeries { name: name.into(), points: vec![(1.0, 2.0)] };
+        let chart = |style| {
+            Chart::Line(LineChart {
+                title: "t".into(),
+                series: vec![same("fair"), same("fast-first")],
+                style,
+                x_label: "x".into(),
+                y_label: "y".into(),
+                y_from_zero: true,
+                log_x: false,
+            })
+        };
+        let c = chart(LineStyle::Points).to_svg();
+        let cx: Vec<f64> = c
+            .lines()
+            .filter(|l| l.starts_with("<circle") && !l.contains("<text"))
+            .map(|l| l.split("cx=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap())
+            .collect();
+        // the circle (series 0) sits 3 left of x = 1 and the square (series 1) 3 right,
+        // its corner 3.5 left of its centre: corner − circle centre = 6 − 3.5 = 2.5
+        let sq: f64 = c
+            .lines()
+            .filter(|l| l.starts_with("<rect") && l.contains("stroke=\"#222\"") && !l.contains("<text"))
+            .map(|l| l.split(" x=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap())
+            .next()
+            .unwrap();
+        assert_eq!(cx.len(), 1);
+        assert!((sq - cx[0] - 2.5).abs() < 0.11, "circle {} square corner {sq}", cx[0]);
+        assert_eq!(c.matches("stroke=\"#222\" stroke-width=\"0.8\"").count(), 2 + 2, "2 points + 2 legend markers");
+        // With lines, markers come after every path (drawn on top).
+        let line = |name: &str| LineSeries { name: name.into(), points: vec![(1.0, 2.0), (2.0, 3.0)] };
+        let l = Chart::Line(LineChart {
+            series: vec![line("a"), line("b")],
+            style: LineStyle::Lines,
+            ..match chart(LineStyle::Lines) {
+                Chart::Line(l) => l,
+                Chart::Bar(_) => unreachable!(),
+            }
+        })
+        .to_svg();
+        let last_line = l.rfind("stroke-width=\"2\"").expect("two lines");
+        assert!(last_line < l.find("<circle").expect("markers"));
+        assert!(chart(LineStyle::Points).reading().contains("side by side"));
     }
 
     #[test]
