@@ -36,6 +36,54 @@ const SIM_EXAMPLES: &str = "Examples:
   ampsched sim scenarios/examples/quickstart.toml --seed 7 --runs 10 --per-run
   ampsched sim scenarios/aash/aash-fair.toml --set program=mcf --json -";
 
+const DEMO_EXAMPLES: &str = "Examples:
+  ampsched demo               the quickstart with credit alone and with aash, one comparison table
+  ampsched demo --jobs 1      the same on one worker thread";
+
+const REPRODUCE_EXAMPLES: &str = "Examples:
+  ampsched reproduce aash --out results/aash      then open results/aash/report.html
+  ampsched reproduce aash --ledger                 just the published figures against ours
+  ampsched reproduce study --only configs --seeds 1  one experiment, one seed per case
+  ampsched reproduce cosched --scenarios scenarios edited copies of scenarios/cosched/*.toml";
+
+const POLICIES_EXAMPLES: &str = "Examples:
+  ampsched policies                               then e.g. ampsched sim FILE --dispatcher xen40";
+
+const MODELS_EXAMPLES: &str = "Examples:
+  ampsched models                                 then e.g. workload = { model = \"mcf\" } in a scenario";
+
+const BENCH_EXAMPLES: &str = "Examples:
+  ampsched bench                                  every case (S, M, L, XL)
+  ampsched bench --case S --case M                the small ones";
+
+const TOPOLOGY_EXAMPLES: &str = "Examples:
+  ampsched topology                               classes from the kernel's cpu_capacity / max frequency
+  ampsched topology --fast 0-3 --json             declare CPUs 0-3 fast; JSON (ampsched.topology/1)
+  ampsched topology --calibrate                   measure each CPU (about 0.1 s per CPU)";
+
+const RUN_EXAMPLES: &str = "Examples:
+  ampsched run --dry-run -- make -j4              print the decisions, change nothing
+  ampsched run --placer aash -- rt-app scenarios/rtapp/periodic.json
+  ampsched run --placer aash --fast 0 --trace run.perfetto-trace -- ./my-program";
+
+const AGENT_EXAMPLES: &str = "Examples:
+  ampsched agent --config examples/agent/agent.toml --dry-run
+  ampsched agent --config examples/agent/agent.toml --metrics 127.0.0.1:9464";
+
+const RESTORE_EXAMPLES: &str = "Examples:
+  ampsched restore                                after a crash: the default state file (as root)
+  ampsched restore --state /tmp/ampsched-state.json";
+
+const VALIDATE_EXAMPLES: &str = "Examples:
+  ampsched validate scenarios/rtapp/periodic.json --sim-only
+  ampsched validate scenarios/rtapp/periodic.json --placer aash --reps 3 --html validate.html
+  ampsched validate --suite scenarios/validate --slow 1:5000/10000 --json rows.json";
+
+const XEN_LAB_EXAMPLES: &str = "Examples:
+  ampsched xen-lab smoke                          build, boot, check (CI's smoke test)
+  ampsched xen-lab check scripts/xen-lab/scenarios/aash-fair.toml
+  ampsched xen-lab run scripts/xen-lab/scenarios/aash-fair.toml --out results/xen";
+
 /// A count or seed given on the command line: an integer ≥ 0 (negative
 /// values reach here instead of being taken for flags, so the error says the range).
 fn non_negative<T: std::str::FromStr>(s: &str) -> Result<T, String> {
@@ -64,6 +112,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run the quickstart (1 fast + 3 slow CPUs, three VMs) with credit alone and with the aash placer, side by side.
+    #[command(after_help = DEMO_EXAMPLES)]
     Demo {
         /// Worker threads (0 = all cores).
         #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = non_negative::<usize>)]
@@ -109,6 +158,7 @@ enum Cmd {
         trace: Option<PathBuf>,
     },
     /// Reproduce a study: run its experiment files and write summary.json, report.md, report.html and figures.
+    #[command(after_help = REPRODUCE_EXAMPLES)]
     Reproduce {
         /// Study: aash, capability, study or cosched.
         study: String,
@@ -135,10 +185,13 @@ enum Cmd {
         ledger: bool,
     },
     /// List every dispatcher and placer with its parameters and defaults.
+    #[command(after_help = POLICIES_EXAMPLES)]
     Policies,
     /// List the workload model library and the templates' parameters.
+    #[command(after_help = MODELS_EXAMPLES)]
     Models,
     /// Benchmark the simulator on fixed cases (prints figures).
+    #[command(after_help = BENCH_EXAMPLES)]
     Bench {
         /// Only these cases (S, M, L, XL); default all.
         #[arg(long)]
@@ -148,16 +201,22 @@ enum Cmd {
         child: bool,
     },
     /// Show this machine's CPUs, their classes and capacities, and where each figure came from.
+    #[command(after_help = TOPOLOGY_EXAMPLES)]
     Topology(agent_cmd::TopologyArgs),
     /// Launch a command and manage its threads with a placer until it exits (exits with its status).
+    #[command(after_help = RUN_EXAMPLES)]
     Run(agent_cmd::RunArgs),
     /// Run the agent daemon on the targets of a configuration file.
+    #[command(after_help = AGENT_EXAMPLES)]
     Agent(agent_cmd::AgentArgs),
     /// Put back every affinity the agent changed (after a crash or kill -9).
+    #[command(after_help = RESTORE_EXAMPLES)]
     Restore(agent_cmd::RestoreArgs),
     /// Run an rt-app workload for real (default Linux, then under the agent per placer) and simulated with the linux dispatcher; compare.
+    #[command(after_help = VALIDATE_EXAMPLES)]
     Validate(validate_cmd::ValidateArgs),
     /// Real Xen with the repo's credit patches under QEMU: smoke, build, run, compare with the simulator (docs/xen.md).
+    #[command(after_help = XEN_LAB_EXAMPLES)]
     XenLab(xen_lab_cmd::XenLabArgs),
 }
 

@@ -116,3 +116,40 @@ fn values_and_outputs_are_checked_before_a_run() {
     let (_, help, _) = ampsched(&["sim", "--help"]);
     assert!(help.contains("Examples:") && help.contains("seed+runs−1"), "{help}");
 }
+
+#[test]
+fn every_subcommand_help_shows_examples_of_itself() {
+    let cmds = [
+        "demo",
+        "sim",
+        "reproduce",
+        "policies",
+        "models",
+        "bench",
+        "topology",
+        "run",
+        "agent",
+        "restore",
+        "validate",
+        "xen-lab",
+    ];
+    for c in cmds {
+        let (code, help, err) = ampsched(&[c, "--help"]);
+        assert_eq!(code, 0, "{c}: {err}");
+        let ex = help.split("Examples:").nth(1).unwrap_or_else(|| panic!("`ampsched {c} --help` has no examples"));
+        assert!(ex.contains(&format!("ampsched {c}")), "{c}: examples do not run it:\n{ex}");
+    }
+    // The top-level list names every subcommand this test knows, and no other.
+    let (_, help, _) = ampsched(&["--help"]);
+    let listed: Vec<&str> = help
+        .split("Commands:")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| *w != "help")
+        .collect();
+    assert_eq!(listed, cmds, "{help}");
+}
