@@ -912,6 +912,18 @@ pub fn effects(rows: &[Row]) -> Vec<(String, String, f64, f64, f64, Option<bool>
     out
 }
 
+/// Median (the mean of the two middle values for an even count) and maximum.
+fn median_worst(mut v: Vec<f64>) -> Option<(f64, f64)> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let med = match n {
+        0 => return None,
+        _ if n % 2 == 1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    };
+    Some((med, v[n - 1]))
+}
+
 /// The text report.
 pub fn report(out: &Outcome) -> String {
     let mut s = String::new();
@@ -929,15 +941,9 @@ pub fn report(out: &Outcome) -> String {
         let p99 = format!("{}/{}", f(r99), f(s99));
         let _ = writeln!(s, "{w:<24} {c:<10} {r:>8.3} {m:>8.3} {d:>7.1}  {p50:>17}  {p99:>17}");
     }
-    let mut divs: Vec<f64> = sum.iter().map(|x| x.4.abs()).filter(|x| x.is_finite()).collect();
-    divs.sort_by(f64::total_cmp);
-    if !divs.is_empty() {
-        let _ = writeln!(
-            s,
-            "|divergence|: median {:.1} %, worst {:.1} % (targets ≤ 10 %, ≤ 25 %)",
-            divs[divs.len() / 2],
-            divs[divs.len() - 1]
-        );
+    let divs: Vec<f64> = sum.iter().map(|x| x.4.abs()).filter(|x| x.is_finite()).collect();
+    if let Some((med, worst)) = median_worst(divs) {
+        let _ = writeln!(s, "|divergence|: median {med:.1} %, worst {worst:.1} % (targets ≤ 10 %, ≤ 25 %)");
     }
     for (w, c, re, se, sp, a) in effects(&out.rows) {
         let verdict = match a {
@@ -1104,6 +1110,14 @@ mod tests {
         );
         // No global: one is added.
         assert_eq!(with_calibration(r#"{"tasks": {}}"#, 15), r#"{"global": {"calibration": 15}, "tasks": {}}"#);
+    }
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        // |divergences| 5, 20, 10, 30 → sorted 5, 10, 20, 30: median (10 + 20) / 2 = 15, worst 30.
+        assert_eq!(median_worst(vec![5.0, 20.0, 10.0, 30.0]), Some((15.0, 30.0)));
+        assert_eq!(median_worst(vec![3.0, 1.0, 2.0]), Some((2.0, 3.0)));
+        assert_eq!(median_worst(vec![]), None);
     }
 
     #[test]
