@@ -129,6 +129,42 @@ pub fn summary(runs: &[RunResult]) -> String {
     }
     let fi: Vec<f64> = runs.iter().map(|r| secs(r.fast_idle_slow_busy_ns)).collect();
     let _ = writeln!(o, "fast CPU idle while a slow CPU is busy: {} s", show(&fi, 3));
+    o.push_str(&periodic(runs));
+    o
+}
+
+/// rt-app's view of periodic threads (those reaching `timer` events): periods,
+/// deadline misses (negative slack) and slack (period end − work end), ms;
+/// empty when no thread is periodic.
+pub fn periodic(runs: &[RunResult]) -> String {
+    let r0 = &runs[0];
+    let mut o = String::new();
+    for (i, t) in r0.tasks.iter().enumerate() {
+        if t.periodic.is_none() {
+            continue;
+        }
+        if o.is_empty() {
+            let _ = writeln!(
+                o,
+                "{:<16} {:>10} {:>16} {:>16} {:>16}",
+                "periodic thread", "periods", "deadline misses", "slack_min_ms", "slack_mean_ms"
+            );
+        }
+        let p: Vec<_> = runs.iter().filter_map(|r| r.tasks.get(i).and_then(|t| t.periodic.as_ref())).collect();
+        let col = |f: &dyn Fn(&ampsched_sim::results::Periodic) -> f64, dp| {
+            show(&p.iter().map(|x| f(x)).collect::<Vec<_>>(), dp)
+        };
+        let name = t.name.clone().unwrap_or_else(|| format!("{}/v{}", r0.domains[t.domain as usize].name, t.vcpu));
+        let _ = writeln!(
+            o,
+            "{:<16} {:>10} {:>16} {:>16} {:>16}",
+            name,
+            col(&|x| x.periods as f64, 0),
+            col(&|x| x.deadline_misses as f64, 0),
+            col(&|x| x.slack_min_ns as f64 / 1e6, 3),
+            col(&|x| x.slack_mean_ns as f64 / 1e6, 3)
+        );
+    }
     o
 }
 

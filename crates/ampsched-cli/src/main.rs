@@ -352,7 +352,7 @@ fn sim_scenario(sc: &Scenario, a: SimArgs) -> Result<(), String> {
             println!("{}", compare::compare(base, with, &sc.topo.classes[sc.topo.fast_class].name));
         } else if per_run || base.len() == 1 {
             for r in base {
-                println!("{}", r.table());
+                println!("{}{}", r.table(), compare::periodic(std::slice::from_ref(r)));
             }
         } else {
             println!("{}", compare::summary(base));

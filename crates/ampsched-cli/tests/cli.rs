@@ -153,3 +153,17 @@ fn every_subcommand_help_shows_examples_of_itself() {
         .collect();
     assert_eq!(listed, cmds, "{help}");
 }
+
+#[test]
+fn sim_prints_rt_app_slack_and_deadline_misses_of_periodic_threads() {
+    let (code, out, err) = ampsched(&["sim", "scenarios/rtapp/periodic.toml", "--runs", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let table = out.split("periodic thread").nth(1).unwrap_or_else(|| panic!("no periodic section:\n{out}"));
+    let threads: Vec<&str> = table.lines().skip(1).filter_map(|l| l.split_whitespace().next()).collect();
+    // render and the two decode instances reach timers; hog does not.
+    assert_eq!(threads, ["render", "decode-0", "decode-1"], "{out}");
+    // render: a 16.667 ms timer over 5 s, first period from t = 0: 5000 / 16.667 = 300 periods.
+    assert!(table.lines().nth(1).unwrap().split_whitespace().nth(1) == Some("300"), "{out}");
+    let (_, out, _) = ampsched(&["sim", "scenarios/examples/quickstart.toml", "--runs", "1"]);
+    assert!(!out.contains("periodic thread"), "no timers, no section:\n{out}");
+}
