@@ -16,8 +16,11 @@ def simulate(
     runs: int | None = None,
     trace: bool = False,
     trace_period_ms: float = 10.0,
+    allow_large: bool = False,
 ) -> tuple[str, list[bytes]]:
-    """Simulate; returns the ``ampsched.sim/1`` JSON text and one Perfetto trace per run when ``trace``."""
+    """Simulate; returns the ``ampsched.sim/1`` JSON text and one Perfetto trace per run when ``trace``.
+
+    A run estimated past the admission limits (2e9 events, 4 GiB) is refused unless ``allow_large``."""
 
 def policies_json() -> str:
     """Every dispatcher and placer with its parameters, as JSON."""

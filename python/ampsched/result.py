@@ -179,6 +179,7 @@ def simulate(
     runs: int | None = 1,
     trace: bool = False,
     trace_period_ms: float = 10.0,
+    allow_large: bool = False,
 ) -> SimResult:
     """Simulate a scenario: a file path or TOML text.
 
@@ -188,7 +189,9 @@ def simulate(
     ``dispatcher.``: the dispatcher's; ``placer.``: the placer's). ``seed`` is
     the first seed (default: the file's), ``runs`` the number of seeds
     (``None``: the file's). ``trace=True`` also records a Perfetto trace per run.
-    Raises `AmpschedError` on bad input (the message names file, line and field).
+    Raises `AmpschedError` on bad input (the message names file, line and field),
+    and on a run estimated past the admission limits (2e9 events, 4 GiB; see
+    docs/security.md) unless ``allow_large=True``.
     """
     disp_params, plc_params = split_params(params)
     is_path = _is_path(scenario)
@@ -204,5 +207,6 @@ def simulate(
         runs=runs,
         trace=trace,
         trace_period_ms=trace_period_ms,
+        allow_large=allow_large,
     )
     return SimResult(raw=json.loads(doc), traces=list(traces))

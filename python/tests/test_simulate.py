@@ -153,3 +153,19 @@ def test_policy_and_model_listings():
     names = {(p["kind"], p["name"]) for p in ampsched.policies()}
     assert {("dispatcher", "credit"), ("placer", "aash")} <= names
     assert any(m["name"] == "blackscholes" for m in ampsched.models())
+
+
+def test_admission_refuses_a_large_run_unless_allow_large(tmp_path):
+    # Issue 18 D2: 1024 CPUs, 10 000 vCPUs, 1e6 s simulated was accepted silently.
+    huge = tmp_path / "huge.toml"
+    doms = "".join(
+        f'[[domain]]\nname = "vm{i}"\nvcpus = 1000\nworkload = {{ model = "cpu-bound" }}\n' for i in range(10)
+    )
+    huge.write_text(
+        'stop = { duration_s = 1e6 }\n[machine]\ncpus = [{ class = "fast", count = 256 }, '
+        '{ class = "slow", count = 768 }]\n' + doms
+    )
+    with pytest.raises(ampsched.AmpschedError) as e:
+        ampsched.simulate(huge)
+    msg = str(e.value)
+    assert "huge.toml" in msg and "events > the limit of 2e9" in msg and "allow_large=True" in msg

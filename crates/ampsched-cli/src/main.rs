@@ -2,9 +2,11 @@
 
 use ampsched_lab::reproduce;
 use ampsched_model::spec::{Params, PolicySpec};
+use ampsched_model::Nanos;
 use ampsched_policy::{DISPATCHERS, PLACERS};
+use ampsched_sim::admission::Estimate;
 use ampsched_sim::bench;
-use ampsched_sim::runner::{run_all, run_one, Job};
+use ampsched_sim::runner::{run_all, run_one, run_watched, Job};
 use ampsched_sim::scenario::vars::parse_override;
 use ampsched_sim::{Library, Scenario, SimOutput, SCHEMA};
 use clap::{Parser, Subcommand};
@@ -120,43 +122,7 @@ enum Cmd {
     },
     /// Simulate a scenario file and print a table (and JSON with --json).
     #[command(after_help = SIM_EXAMPLES)]
-    Sim {
-        /// Scenario file (TOML).
-        scenario: PathBuf,
-        /// Dispatcher to use instead of the file's (the file's parameters are kept only for the same name).
-        #[arg(long)]
-        dispatcher: Option<String>,
-        /// Placer to use instead of the file's.
-        #[arg(long)]
-        placer: Option<String>,
-        /// First seed, ≥ 0 (default: the file's, else 1).
-        #[arg(long, allow_negative_numbers = true, value_parser = non_negative::<u64>)]
-        seed: Option<u64>,
-        /// Number of runs, ≥ 1, on seeds seed, seed+1, …, seed+runs−1 (default: the file's, else 1).
-        #[arg(long, allow_negative_numbers = true, value_parser = positive)]
-        runs: Option<u32>,
-        /// Write the results as JSON (schema ampsched.sim/1) to this file ("-" = stdout).
-        #[arg(long)]
-        json: Option<PathBuf>,
-        /// Worker threads for several runs, ≥ 0 (0 = all cores).
-        #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = non_negative::<usize>)]
-        jobs: usize,
-        /// Print no table.
-        #[arg(long)]
-        quiet: bool,
-        /// Several runs: print each run's table instead of one table of means over the seeds.
-        #[arg(long)]
-        per_run: bool,
-        /// Also run the same seeds with this placer and print both side by side (e.g. aash).
-        #[arg(long, value_name = "PLACER")]
-        compare: Option<String>,
-        /// Set a scenario variable (`[vars]`), e.g. --set program=mcf; repeatable.
-        #[arg(long = "set", value_name = "NAME=VALUE")]
-        set: Vec<String>,
-        /// Write a Perfetto trace (open it in ui.perfetto.dev); several runs write FILE.seedN (one per seed).
-        #[arg(long, value_name = "FILE")]
-        trace: Option<PathBuf>,
-    },
+    Sim(SimArgs),
     /// Reproduce a study: run its experiment files and write summary.json, report.md, report.html and figures.
     #[command(after_help = REPRODUCE_EXAMPLES)]
     Reproduce {
@@ -249,20 +215,71 @@ fn progress_bar(enabled: bool) -> impl Fn(usize, usize) + Sync {
     }
 }
 
-/// The options of `ampsched sim`.
+/// A progress bar over simulated time for one long run (stderr, when
+/// `enabled`): shown once the run has taken a second, so short runs print nothing.
+fn sim_time_bar(enabled: bool) -> impl FnMut(Nanos, Nanos) + Send + 'static {
+    let start = std::time::Instant::now();
+    let mut bar: Option<indicatif::ProgressBar> = None;
+    move |now, end| {
+        if !enabled || (bar.is_none() && start.elapsed().as_secs_f64() < 1.0) {
+            return;
+        }
+        let pb = bar.get_or_insert_with(|| {
+            let style = indicatif::ProgressStyle::with_template(
+                "[{bar:30}] {pos}/{len} s simulated, {elapsed} elapsed, ETA {eta}",
+            )
+            .expect("a valid template")
+            .progress_chars("#>-");
+            // Cleared when the run ends (the watcher is dropped with the simulator).
+            indicatif::ProgressBar::new(end.0 / 1_000_000_000)
+                .with_style(style)
+                .with_finish(indicatif::ProgressFinish::AndClear)
+        });
+        pb.set_position(now.0 / 1_000_000_000);
+    }
+}
+
+// The options of `ampsched sim` (the variant's doc comment is its help text).
+#[derive(clap::Args)]
 struct SimArgs {
-    path: PathBuf,
+    /// Scenario file (TOML).
+    scenario: PathBuf,
+    /// Dispatcher to use instead of the file's (the file's parameters are kept only for the same name).
+    #[arg(long)]
     dispatcher: Option<String>,
+    /// Placer to use instead of the file's.
+    #[arg(long)]
     placer: Option<String>,
+    /// First seed, ≥ 0 (default: the file's, else 1).
+    #[arg(long, allow_negative_numbers = true, value_parser = non_negative::<u64>)]
     seed: Option<u64>,
+    /// Number of runs, ≥ 1, on seeds seed, seed+1, …, seed+runs−1 (default: the file's, else 1).
+    #[arg(long, allow_negative_numbers = true, value_parser = positive)]
     runs: Option<u32>,
+    /// Write the results as JSON (schema ampsched.sim/1) to this file ("-" = stdout).
+    #[arg(long)]
     json: Option<PathBuf>,
+    /// Worker threads for several runs, ≥ 0 (0 = all cores).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = non_negative::<usize>)]
     jobs: usize,
+    /// Print no table.
+    #[arg(long)]
     quiet: bool,
+    /// Several runs: print each run's table instead of one table of means over the seeds.
+    #[arg(long)]
     per_run: bool,
+    /// Also run the same seeds with this placer and print both side by side (e.g. aash).
+    #[arg(long, value_name = "PLACER")]
     compare: Option<String>,
+    /// Set a scenario variable (`[vars]`), e.g. --set program=mcf; repeatable.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
     set: Vec<String>,
+    /// Write a Perfetto trace (open it in ui.perfetto.dev); several runs write FILE.seedN (one per seed).
+    #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+    /// Run even when the estimated size is past the limits (2e9 events, 4 GiB; see docs/security.md).
+    #[arg(long)]
+    allow_large: bool,
 }
 
 /// Create `path` now, so an unwritable output is found before a long run
@@ -278,7 +295,7 @@ fn cmd_sim(a: SimArgs) -> Result<(), String> {
         let (k, v) = parse_override(s).map_err(|e| format!("--set {e}"))?;
         vars.insert(k, v);
     }
-    let sc = Scenario::load_with(&a.path, &lib, &vars).map_err(|e| e.to_string())?;
+    let sc = Scenario::load_with(&a.scenario, &lib, &vars).map_err(|e| e.to_string())?;
     for w in &sc.warnings {
         eprintln!("ampsched: {w}");
     }
@@ -291,7 +308,7 @@ fn cmd_demo(jobs: usize) -> Result<(), String> {
     let sc = Scenario::parse(QUICKSTART, "scenarios/examples/quickstart.toml", "quickstart", &lib)
         .map_err(|e| e.to_string())?;
     let a = SimArgs {
-        path: PathBuf::from("scenarios/examples/quickstart.toml"),
+        scenario: PathBuf::from("scenarios/examples/quickstart.toml"),
         dispatcher: None,
         placer: None,
         seed: None,
@@ -303,12 +320,13 @@ fn cmd_demo(jobs: usize) -> Result<(), String> {
         compare: Some("aash".into()),
         set: Vec::new(),
         trace: None,
+        allow_large: false,
     };
     sim_scenario(&sc, a)
 }
 
 fn sim_scenario(sc: &Scenario, a: SimArgs) -> Result<(), String> {
-    let SimArgs { dispatcher, placer, seed, runs, json, jobs, quiet, per_run, compare, trace, .. } = a;
+    let SimArgs { dispatcher, placer, seed, runs, json, jobs, quiet, per_run, compare, trace, allow_large, .. } = a;
     let d = policy_override(dispatcher, &sc.dispatcher);
     let p = policy_override(placer, &sc.placer);
     let first = seed.unwrap_or(sc.seed);
@@ -325,6 +343,18 @@ fn sim_scenario(sc: &Scenario, a: SimArgs) -> Result<(), String> {
         }
         sc.config(first, d.as_ref(), Some(o)).map_err(|e| format!("--compare: {}", e.msg))?;
     }
+    // Admission: the size of every run of this command, before any starts.
+    let total = n as u64 * if other.is_some() { 2 } else { 1 };
+    let cores = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1);
+    let at_once = if trace.is_some() {
+        1
+    } else if jobs == 0 {
+        cores
+    } else {
+        jobs
+    };
+    let est = Estimate::new(sc, d.as_ref(), p.as_ref(), total, at_once as u64).map_err(|e| e.to_string())?;
+    est.admit(allow_large, "--allow-large").map_err(|e| format!("{}: {e}", sc.file))?;
     let json_file = match &json {
         Some(out) if out.as_os_str() != "-" => Some(open_output(out, "JSON results")?),
         _ => None,
@@ -341,7 +371,7 @@ fn sim_scenario(sc: &Scenario, a: SimArgs) -> Result<(), String> {
     let results = if let Some(t) = &trace {
         traced_runs(&jobs_v, t)?
     } else if jobs_v.len() == 1 {
-        vec![run_one(&jobs_v[0])]
+        vec![run_watched(&jobs_v[0], sim_time_bar(std::io::stderr().is_terminal()))]
     } else {
         run_all(&jobs_v, jobs, progress_bar(std::io::stderr().is_terminal()))
     };
@@ -359,11 +389,17 @@ fn sim_scenario(sc: &Scenario, a: SimArgs) -> Result<(), String> {
         }
     }
     if let Some(out) = json {
+        // Streamed to the file (or stdout) as it is serialised: never the whole document in memory.
         let doc = SimOutput { schema: SCHEMA, runs };
-        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())? + "\n";
+        let write = |w: &mut dyn Write| -> std::io::Result<()> {
+            let mut w = std::io::BufWriter::new(w);
+            serde_json::to_writer_pretty(&mut w, &doc)?;
+            w.write_all(b"\n")?;
+            w.flush()
+        };
         match json_file {
-            Some(mut f) => f.write_all(text.as_bytes()).map_err(|e| format!("{}: cannot write: {e}", out.display()))?,
-            None => print!("{text}"),
+            Some(mut f) => write(&mut f).map_err(|e| format!("{}: cannot write: {e}", out.display()))?,
+            None => write(&mut std::io::stdout().lock()).map_err(|e| format!("stdout: cannot write: {e}"))?,
         }
     }
     Ok(())
@@ -538,22 +574,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Demo { jobs } => cmd_demo(jobs),
-        Cmd::Sim { scenario, dispatcher, placer, seed, runs, json, jobs, quiet, per_run, compare, set, trace } => {
-            cmd_sim(SimArgs {
-                path: scenario,
-                dispatcher,
-                placer,
-                seed,
-                runs,
-                json,
-                jobs,
-                quiet,
-                per_run,
-                compare,
-                set,
-                trace,
-            })
-        }
+        Cmd::Sim(a) => cmd_sim(a),
         Cmd::Reproduce { study, out, jobs, scenarios, only, seeds, cases, ledger } => {
             cmd_reproduce(study, out, reproduce::Options { jobs, scenarios, only, seeds, cases }, ledger)
         }

@@ -167,3 +167,42 @@ fn sim_prints_rt_app_slack_and_deadline_misses_of_periodic_threads() {
     let (_, out, _) = ampsched(&["sim", "scenarios/examples/quickstart.toml", "--runs", "1"]);
     assert!(!out.contains("periodic thread"), "no timers, no section:\n{out}");
 }
+
+#[test]
+fn admission_refuses_a_large_run_with_exit_2_naming_the_estimate() {
+    // Issue 18's case, accepted silently before: 1024 CPUs, 10 000 vCPUs, 1e6 s.
+    let dir = std::env::temp_dir().join(format!("ampsched-cli-admission-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut s = String::from(
+        "stop = { duration_s = 1e6 }\n[machine]\ncpus = [{ class = \"fast\", count = 256 }, { class = \"slow\", count = 768 }]\n",
+    );
+    for i in 0..10 {
+        s.push_str(&format!("[[domain]]\nname = \"vm{i}\"\nvcpus = 1000\nworkload = {{ model = \"cpu-bound\" }}\n"));
+    }
+    let f = dir.join("huge.toml");
+    std::fs::write(&f, s).unwrap();
+    let json = dir.join("out.json");
+    let (code, out, err) = ampsched(&["sim", f.to_str().unwrap(), "--json", json.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains(f.to_str().unwrap()) && err.contains("run too large"), "{err}");
+    assert!(err.contains("events > the limit of 2e9") && err.contains("1024 CPUs, 10000 tasks"), "{err}");
+    assert!(err.contains("--allow-large"), "{err}");
+    assert!(!json.exists(), "refused before any output is created");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn json_streamed_to_a_file_is_byte_identical_to_stdout() {
+    let dir = std::env::temp_dir().join(format!("ampsched-cli-stream-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("out.json");
+    let args = ["sim", "scenarios/examples/quickstart.toml", "--runs", "2", "--quiet", "--json"];
+    let (code, _, err) = ampsched(&[&args[..], &[json.to_str().unwrap()]].concat());
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = ampsched(&[&args[..], &["-"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let file = std::fs::read_to_string(&json).unwrap();
+    assert!(file.ends_with("}\n") && file.len() > 1000);
+    assert_eq!(file, out);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -168,7 +168,7 @@ mod tests {
         assert_eq!(d.base.pri_of(TaskId(1)), PRI_BOOST);
         assert!(d.scheme.saved[1].is_none());
         // Its start lagged t0's by 30 − 2 = 28 ms.
-        assert_eq!(d.core.skew, vec![28_000_000]);
+        assert_eq!(d.core.skew.values, vec![28_000_000]);
         assert_ne!(d.base.pri_of(TaskId(2)), PRI_COS);
         assert!(d.base.pri_of(TaskId(2)) >= PRI_UNDER);
     }

@@ -113,8 +113,9 @@ pub struct CoCore {
     held_since: Vec<Nanos>,
     /// Per task: a co-scheduling request has wanted it to run since then.
     pub want: Vec<Option<Nanos>>,
-    /// Sibling start-time differences, ns, in the order they happened.
-    pub skew: Vec<u64>,
+    /// Sibling start-time differences, ns, in the order they happened
+    /// (bounded: evenly thinned past `samples::MAX_SAMPLES`).
+    pub skew: crate::samples::Samples,
     /// Where the last scatter put each vCPU of its domain.
     pub placed: Vec<(TaskId, CpuId)>,
     /// Counters.
@@ -130,7 +131,7 @@ impl CoCore {
             held: Vec::new(),
             held_since: Vec::new(),
             want: Vec::new(),
-            skew: Vec::new(),
+            skew: Default::default(),
             placed: Vec::new(),
             stats: CoStats::default(),
         }
@@ -575,7 +576,7 @@ impl<S: Scheme, B: CoBase> Dispatcher for CoSched<S, B> {
     }
 
     fn samples(&self) -> Vec<(&'static str, Vec<u64>)> {
-        vec![("sibling_start_diff_ns", self.core.skew.clone())]
+        vec![("sibling_start_diff_ns", self.core.skew.values.clone())]
     }
 
     fn credit(&self, t: TaskId) -> Option<i64> {

@@ -28,6 +28,7 @@ pub mod pcs;
 pub mod placer;
 pub mod placer_bridge;
 pub mod registry;
+pub mod samples;
 #[cfg(test)]
 mod testkit;
 

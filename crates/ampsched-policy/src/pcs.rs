@@ -248,6 +248,6 @@ mod tests {
         assert!(d.scheme.co_partners.is_empty() && d.scheme.co_workers.is_empty());
         assert_eq!(d.core.stats.ops, 2);
         // Both siblings started at the instant of their request: two samples of 0 ns.
-        assert_eq!(d.core.skew, vec![0, 0]);
+        assert_eq!(d.core.skew.values, vec![0, 0]);
     }
 }

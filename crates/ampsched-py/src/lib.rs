@@ -8,6 +8,7 @@
 
 use ampsched_model::spec::{Params, PolicySpec};
 use ampsched_policy::{DISPATCHERS, PLACERS};
+use ampsched_sim::admission::Estimate;
 use ampsched_sim::runner::{run_one, run_traced, Job};
 use ampsched_sim::trace::TraceOptions;
 use ampsched_sim::{Library, Scenario, SimOutput, SCHEMA};
@@ -42,9 +43,11 @@ fn policy(name: Option<String>, params_json: Option<String>, file: &PolicySpec) 
 
 /// Simulate a scenario (TOML text, or a file path when `is_path`) for `runs`
 /// seeds from `seed` (defaults: the file's). Returns the `ampsched.sim/1` JSON
-/// and, with `trace`, one Perfetto trace (bytes) per run.
+/// and, with `trace`, one Perfetto trace (bytes) per run. A run estimated
+/// past the admission limits (`ampsched_sim::admission`) is refused unless
+/// `allow_large`.
 #[pyfunction]
-#[pyo3(signature = (scenario, is_path, dispatcher=None, dispatcher_params=None, placer=None, placer_params=None, seed=None, runs=None, trace=false, trace_period_ms=10.0))]
+#[pyo3(signature = (scenario, is_path, dispatcher=None, dispatcher_params=None, placer=None, placer_params=None, seed=None, runs=None, trace=false, trace_period_ms=10.0, allow_large=false))]
 #[allow(clippy::too_many_arguments)]
 fn simulate<'py>(
     py: Python<'py>,
@@ -58,6 +61,7 @@ fn simulate<'py>(
     runs: Option<u32>,
     trace: bool,
     trace_period_ms: f64,
+    allow_large: bool,
 ) -> PyResult<(String, Vec<Bound<'py, PyBytes>>)> {
     let lib = Library::builtin();
     let sc = if is_path {
@@ -76,6 +80,9 @@ fn simulate<'py>(
     if !(trace_period_ms.is_finite() && trace_period_ms > 0.0) {
         return Err(to_py(format!("trace_period_ms must be > 0, got {trace_period_ms}")));
     }
+    // The runs go one after the other: one at a time.
+    let est = Estimate::new(&sc, d.as_ref(), p.as_ref(), n as u64, 1).map_err(to_py)?;
+    est.admit(allow_large, "allow_large=True").map_err(|e| to_py(format!("{}: {e}", sc.file)))?;
     let opts = TraceOptions { sample_period: ampsched_model::Nanos::from_ms_f64(trace_period_ms) };
     let out = py.detach(|| -> Result<(String, Vec<Vec<u8>>), String> {
         let mut results = Vec::new();

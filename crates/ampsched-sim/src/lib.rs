@@ -3,6 +3,7 @@
 
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod bench;
 pub mod engine;
 pub mod latency;

@@ -32,6 +32,16 @@ pub fn run_one(job: &Job) -> Result<RunResult, ScenarioError> {
     Ok(Sim::new(cfg).run())
 }
 
+/// Run one job, calling `progress(now, end)` (simulated time) every
+/// 65 536 events: a long single run's progress bar.
+pub fn run_watched(
+    job: &Job,
+    progress: impl FnMut(ampsched_model::Nanos, ampsched_model::Nanos) + Send + 'static,
+) -> Result<RunResult, ScenarioError> {
+    let cfg = job.scenario.config(job.seed, job.dispatcher.as_ref(), job.placer.as_ref())?;
+    Ok(Sim::new(cfg).with_progress(progress).run())
+}
+
 /// Run jobs on `threads` worker threads (0 = all cores) of a rayon pool;
 /// `progress(done, total)` is called after each job. Results come back in
 /// job order (rayon's indexed `collect`).

@@ -57,6 +57,7 @@ mod tests;
 mod traced;
 
 pub use config::{DomainChange, SimConfig, Stop, TaskInit};
+pub use series::MAX_POINTS as MAX_SERIES_POINTS;
 
 use crate::results::RunResult;
 use crate::trace::TraceRecorder;
@@ -107,7 +108,12 @@ pub struct Sim {
     truncated: bool,
     /// Perfetto trace recorder (`None`: not tracing, the hot path only tests this).
     trace: Option<Box<TraceRecorder>>,
+    /// Progress watcher, called with (now, end) every `PROGRESS_EVERY` events.
+    progress: Option<Box<dyn FnMut(Nanos, Nanos) + Send>>,
 }
+
+/// Events between two calls of a progress watcher (a power of two: a mask test per event).
+const PROGRESS_EVERY: u64 = 1 << 16;
 
 impl Sim {
     /// Build a simulation from its configuration.
@@ -167,7 +173,15 @@ impl Sim {
             finished: false,
             truncated: false,
             trace: None,
+            progress: None,
         }
+    }
+
+    /// Call `f(now, end)` every 65 536 events while the run goes (`end`: the
+    /// stop time, or the all-done bound), for a progress bar of a long run.
+    pub fn with_progress(mut self, f: impl FnMut(Nanos, Nanos) + Send + 'static) -> Sim {
+        self.progress = Some(Box::new(f));
+        self
     }
 
     fn push(&mut self, t: Nanos, ev: Ev) {
@@ -225,6 +239,11 @@ impl Sim {
             self.events_done += 1;
             self.handle(ev);
             self.drain();
+            if self.events_done & (PROGRESS_EVERY - 1) == 0 {
+                if let Some(p) = self.progress.as_mut() {
+                    p(self.now, end);
+                }
+            }
         }
         self.finish()
     }
@@ -356,7 +375,7 @@ impl Sim {
                 self.trace_sample();
             }
             Ev::Stats => {
-                self.sample_series();
+                self.sample_series(false);
                 self.push(self.now + self.stats_interval, Ev::Stats);
             }
             Ev::Domain(i) => {

@@ -11,7 +11,8 @@ use crate::results::{ClassTimes, CpuResult, DomainResult, Periodic, RunResult, T
 use ampsched_model::TaskId;
 
 impl Sim {
-    pub(super) fn sample_series(&mut self) {
+    /// Close a statistics interval (`last`: the one ending the run).
+    pub(super) fn sample_series(&mut self, last: bool) {
         let now = self.now;
         for i in 0..self.tasks.len() {
             if let St::Running(_) = self.tasks[i].st {
@@ -19,7 +20,7 @@ impl Sim {
             }
         }
         let values = self.disp.counters().into_iter().map(|(_, v)| v).collect();
-        self.series.sample(now, self.topo.classes.len(), values);
+        self.series.sample(now, self.topo.classes.len(), values, last);
     }
 
     pub(super) fn finish(mut self) -> RunResult {
@@ -38,7 +39,7 @@ impl Sim {
         }
         self.fisb.finish(now);
         if self.stats_interval.0 > 0 && now > self.series.last {
-            self.sample_series();
+            self.sample_series(true);
         }
         let classes = self.topo.classes.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
         let ct = |v: &[u64]| ClassTimes::new(&classes, v);
@@ -124,7 +125,7 @@ impl Sim {
             truncated: self.truncated && self.live > 0,
             events: self.events_done,
             classes,
-            stats_interval_ns: self.stats_interval.0,
+            stats_interval_ns: self.stats_interval.0 * self.series.stride,
             fast_idle_slow_busy_ns: self.fisb.ns,
             placer_changes: self.placer_changes,
             dispatcher_counters: counters,

@@ -72,6 +72,33 @@ pub struct Scenario {
     text: String,
 }
 
+/// Most `[[domain]]`s in a scenario.
+pub const MAX_DOMAINS: usize = 4096;
+/// Most vCPUs (tasks) of all domains together: 2^20.
+pub const MAX_TASKS: u64 = 1 << 20;
+
+/// Largest scenario or rt-app file read: 64 MiB (the largest real ones are tens of KiB).
+pub const MAX_INPUT_BYTES: u64 = 64 << 20;
+
+/// Read an input file as text: only a regular file (a device such as
+/// `/dev/zero`, a FIFO or a directory is refused before it is opened, so
+/// nothing blocks or grows without end) of at most `MAX_INPUT_BYTES`.
+pub fn read_input(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(format!("larger than {} MiB", MAX_INPUT_BYTES >> 20));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()))
+}
+
 /// Default statistics interval: 1 s (the AASH study used 1-2 s).
 pub const DEFAULT_STATS_INTERVAL_MS: f64 = 1000.0;
 /// Default bound on an all-done run: one simulated hour.
@@ -101,7 +128,7 @@ impl Scenario {
         set: &BTreeMap<String, toml::Value>,
     ) -> Result<Scenario, ScenarioError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path)
+        let text = read_input(path)
             .map_err(|e| ScenarioError::plain(&file, "", format!("cannot read the scenario file: {e}")))?;
         let stem = path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
         Scenario::parse_with(&text, &file, &stem, lib, set)
@@ -421,7 +448,7 @@ fn rtapp_programs(
         return Err(ModelError::new(format!("{path}.{k}"), "parameters apply to a `model`, not to an rt-app file"));
     }
     let full = rt.base.join(file);
-    let text = std::fs::read_to_string(&full)
+    let text = read_input(&full)
         .map_err(|e| ModelError::new(&p, format!("cannot read rt-app file {}: {e}", full.display())))?;
     let app = ampsched_model::rtapp::compile(&text, &full.display().to_string(), topo)
         .map_err(|e| ModelError::new(&p, e.to_string()))?;
@@ -481,6 +508,22 @@ fn build_domains(
 ) -> Result<(Vec<DomainView>, Vec<TaskInit>), ModelError> {
     if spec.domains.is_empty() {
         return Err(ModelError::new("domain", "a scenario needs at least one [[domain]]"));
+    }
+    // Bounded before anything is built: parsing allocates per vCPU and the
+    // checks below compare domains pairwise.
+    if spec.domains.len() > MAX_DOMAINS {
+        let p = format!("domain[{MAX_DOMAINS}]");
+        return Err(ModelError::new(p, format!("{} domains: at most {MAX_DOMAINS}", spec.domains.len())));
+    }
+    let mut total = 0u64;
+    for (di, d) in spec.domains.iter().enumerate() {
+        total += d.vcpus as u64;
+        if total > MAX_TASKS {
+            return Err(ModelError::new(
+                format!("domain[{di}].vcpus"),
+                format!("the domains' vCPUs add up to {total} here: at most {MAX_TASKS} in all"),
+            ));
+        }
     }
     let n_fast = topo.fast_cpus.len() as u32;
     let mut views = Vec::new();
