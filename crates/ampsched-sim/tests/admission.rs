@@ -1,7 +1,8 @@
 //! Issue 18 D2 (admission and progress): runs are sized before they start
 //! and refused past the documented limits; a long run reports progress; the
 //! statistics a run keeps stay bounded whatever its duration; input files
-//! that are devices or huge are refused before being read.
+//! that are devices or huge are refused before being read; too many domains
+//! or vCPUs and too deep nesting are located parse errors.
 
 use ampsched_sim::admission::{Estimate, MAX_EVENTS, MAX_MEMORY_BYTES};
 use ampsched_sim::engine::MAX_SERIES_POINTS;
@@ -168,4 +169,13 @@ fn many_domains_or_vcpus_are_refused_while_parsing_with_the_field() {
     let e = Scenario::parse(&doms(4097, 1), "many.toml", "m", &lib).unwrap_err().to_string();
     assert!(e.contains("4097 domains: at most 4096"), "{e}");
     assert!(Scenario::parse(&doms(256, 4096), "ok.toml", "m", &lib).is_ok());
+}
+
+#[test]
+fn deep_toml_nesting_is_a_located_error_naming_the_limit() {
+    // 30 000 nested arrays (issue 18's rt-app case, as TOML): toml_edit stops at 80 levels.
+    let text = format!("a = {}{}\n", "[".repeat(30_000), "]".repeat(30_000));
+    let e = Scenario::parse(&text, "deep.toml", "d", &Library::builtin()).unwrap_err().to_string();
+    assert!(e.starts_with("deep.toml:1:"), "{e}");
+    assert!(e.contains("nested deeper than 80 levels"), "{e}");
 }

@@ -152,7 +152,12 @@ impl Scenario {
         let spec: ScenarioSpec = toml::from_str(text).map_err(|e| {
             let (line, col) =
                 e.span().map(|s| line_col(text, s.start)).map(|(l, c)| (Some(l), Some(c))).unwrap_or((None, None));
-            ScenarioError { file: file.into(), line, col, path: String::new(), msg: e.message().trim().to_string() }
+            let mut msg = e.message().trim().to_string();
+            if msg == "recursion limit exceeded" {
+                // toml_edit's own bound (80 levels), which keeps its recursive parser off the stack's end.
+                msg.push_str(": arrays or inline tables nested deeper than 80 levels");
+            }
+            ScenarioError { file: file.into(), line, col, path: String::new(), msg }
         })?;
         let at = |path: &str, msg: String| error_at(text, file, path, msg);
         let me = |e: ModelError| at(&e.path, e.msg);
