@@ -371,11 +371,17 @@ mod tests {
                 ev.arm(true);
                 ev.arm(false);
             }
-            Err(e) if !root => {
-                assert!(e.contains("CAP_") || e.contains("tracefs"), "{e}");
+            // No tracefs mounted (the agent's fallback case, any user): nothing to attach to.
+            Err(e) if e.starts_with("tracefs not readable") => {
+                eprintln!("skipped: {e}");
                 return;
             }
-            Err(e) => panic!("as root the events must attach: {e}"),
+            // Unprivileged: the reason names the capability.
+            Err(e) if !root => {
+                assert!(e.contains("CAP_PERFMON"), "{e}");
+                return;
+            }
+            Err(e) => panic!("as root with tracefs mounted the events must attach: {e}"),
         }
         // A thread pinned to CPU 0 that sleeps 20 times: each sleep is a switch away from it on
         // CPU 0 (whatever else keeps CPU 0 busy), so a filter on its tid sees them, in order,
