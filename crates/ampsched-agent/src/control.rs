@@ -482,9 +482,9 @@ mod tests {
 
     /// An agent on two CPU-bound processes (`sh` busy loops: two runnable threads for one fast
     /// CPU, so the placer's masks are put in force), CPU 0 fast, whose changes fail with `err`.
-    fn failing_agent(err: ActError, dir: &Path) -> (Agent, Vec<std::process::Child>, Calls) {
-        let children: Vec<_> =
-            (0..2).map(|_| Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap()).collect();
+    fn failing_agent(err: ActError, dir: &Path) -> (Agent, Busy, Calls) {
+        let children =
+            Busy((0..2).map(|_| Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap()).collect());
         let ov = crate::Overrides { fast: Some(CpuSet::parse_list("0").unwrap()), ..Default::default() };
         let discovered = crate::discover(Path::new("/"), &ov).unwrap();
         let targets = children
@@ -523,10 +523,23 @@ mod tests {
         (agent, children, calls)
     }
 
-    fn stop(children: Vec<std::process::Child>) {
-        for mut c in children {
-            c.kill().unwrap();
-            c.wait().unwrap();
+    /// Busy-loop children, killed and reaped when dropped — also when an assertion fails
+    /// first, so a failing test never leaves a spinning process behind.
+    struct Busy(Vec<std::process::Child>);
+
+    impl std::ops::Deref for Busy {
+        type Target = [std::process::Child];
+        fn deref(&self) -> &Self::Target {
+            &self.0
+        }
+    }
+
+    impl Drop for Busy {
+        fn drop(&mut self) {
+            for c in &mut self.0 {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
         }
     }
 
@@ -547,7 +560,7 @@ mod tests {
         }
         let calls_v = calls.borrow().clone();
         assert!(!calls_v.is_empty(), "contended: the placer's masks were asked");
-        for c in &children {
+        for c in children.iter() {
             let tid = c.id() as i32;
             let mine: Vec<_> = calls_v.iter().filter(|(t, _)| *t == tid).map(|(_, m)| *m).collect();
             assert!(mine.windows(2).all(|w| w[0] != w[1]), "{tid} asked the same mask twice: {mine:?}");
@@ -558,7 +571,7 @@ mod tests {
         assert_eq!(a.restore_all(), 0);
         assert!(!d.path().join("state.json").exists());
         drop(a);
-        stop(children);
+        drop(children);
 
         // Vanished (ESRCH): a thread whose change fails so is dropped from management at once;
         // the process is still there, so a later period finds it again (a new task).
@@ -581,7 +594,7 @@ mod tests {
         assert_eq!(a.stats.errors, calls.borrow().len() as u64);
         assert_eq!(a.restore_all(), 0);
         drop(a);
-        stop(children);
+        drop(children);
     }
 
     #[test]
