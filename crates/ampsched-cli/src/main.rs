@@ -159,12 +159,15 @@ enum Cmd {
     /// Benchmark the simulator on fixed cases (prints figures).
     #[command(after_help = BENCH_EXAMPLES)]
     Bench {
-        /// Only these cases (S, M, L, XL); default all.
+        /// Only these cases (S, M, L, XL, R60, R600); default S, M, L, XL.
         #[arg(long)]
         case: Vec<String>,
         /// Run one case in this process and print one JSON line (used by the parent).
         #[arg(long, hide = true)]
         child: bool,
+        /// Also run a bare event loop on each case's machine and events, and print the ratio.
+        #[arg(long)]
+        bound: bool,
     },
     /// Show this machine's CPUs, their classes and capacities, and where each figure came from.
     #[command(after_help = TOPOLOGY_EXAMPLES)]
@@ -488,57 +491,95 @@ fn cmd_models() {
     }
 }
 
-fn cmd_bench(only: Vec<String>, child: bool) -> Result<(), String> {
+fn cmd_bench(only: Vec<String>, child: bool, bound: bool) -> Result<(), String> {
     let cases = bench::cases();
     for c in &only {
         if !cases.iter().any(|k| k.name.eq_ignore_ascii_case(c)) {
-            return Err(format!("unknown bench case `{c}`; known: S, M, L, XL"));
+            let known: Vec<&str> = cases.iter().map(|k| k.name).collect();
+            return Err(format!("unknown bench case `{c}`; known: {}", known.join(", ")));
         }
     }
-    let selected: Vec<_> =
-        cases.iter().filter(|c| only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(c.name))).collect();
+    let selected: Vec<_> = cases
+        .iter()
+        .filter(|c| if only.is_empty() { c.default } else { only.iter().any(|o| o.eq_ignore_ascii_case(c.name)) })
+        .collect();
     if child {
         let lib = Library::builtin();
         for case in selected {
             let sc = bench::scenario(case, &lib).map_err(|e| e.to_string())?;
             let job = Job { scenario: &sc, seed: 1, dispatcher: None, placer: None };
             // Short cases are repeated for at least 1 s of wall time; the median run counts.
+            // With the bound, each repetition runs the simulator then the bare loop, so both
+            // see the same machine conditions.
             let mut walls = Vec::new();
             let started = Instant::now();
-            // CPU time over all repetitions (one reading each side, so short runs are not
-            // dominated by the reading itself): the mean per run.
-            let c0 = bench::thread_cpu_ns();
+            // CPU time over all repetitions (one reading each side of each part).
+            let (mut cpu_sim, mut cpu_bound) = (0u64, 0u64);
+            let mut bf = bench::BoundFigures::default();
             let r = loop {
                 let t0 = Instant::now();
+                let c0 = bench::thread_cpu_ns();
                 let r = run_one(&job).map_err(|e| e.to_string())?;
+                let c1 = bench::thread_cpu_ns();
                 walls.push(t0.elapsed().as_secs_f64());
+                cpu_sim += c0.zip(c1).map(|(a, b)| b.saturating_sub(a)).unwrap_or(0);
+                if bound {
+                    let tslice = ampsched_policy::credit::DEFAULT_TSLICE.0;
+                    let spec = bench::BoundSpec {
+                        cpus: r.cpus.len() as u32,
+                        tasks: r.tasks.iter().filter(|t| !t.idle).count() as u32,
+                        tick_ns: tslice / 3,
+                        slice_ns: tslice,
+                        account_ns: tslice,
+                        work_ns: case.work_ns,
+                        events: r.events,
+                        superseded: r.engine.superseded,
+                    };
+                    let c2 = bench::thread_cpu_ns();
+                    bf = std::hint::black_box(bench::bound(&spec));
+                    let c3 = bench::thread_cpu_ns();
+                    cpu_bound += c2.zip(c3).map(|(a, b)| b.saturating_sub(a)).unwrap_or(0);
+                }
                 if started.elapsed().as_secs_f64() >= 1.0 || walls.len() >= 200 {
                     break r;
                 }
             };
-            let cpu_total = c0.zip(bench::thread_cpu_ns()).map(|(a, b)| b.saturating_sub(a) as f64 / 1e9);
+            let n = walls.len() as f64;
             walls.sort_by(f64::total_cmp);
             let wall = walls[walls.len() / 2];
-            let cpu = cpu_total.map(|c| c / walls.len() as f64).unwrap_or(wall);
+            let cpu = if cpu_sim > 0 { cpu_sim as f64 / 1e9 / n } else { wall };
             let peak = bench::peak_rss_bytes().unwrap_or(0);
             println!(
-                "{{\"case\":\"{}\",\"wall_s\":{wall},\"cpu_s\":{cpu},\"sim_s\":{},\"events\":{},\"peak_bytes\":{peak}}}",
+                "{{\"case\":\"{}\",\"wall_s\":{wall},\"cpu_s\":{cpu},\"sim_s\":{},\"events\":{},\"superseded\":{},\"queue_peak\":{},\"peak_bytes\":{peak},\"bound_cpu_s\":{},\"bound_events\":{},\"bound_superseded\":{}}}",
                 case.name,
                 r.end_ns as f64 / 1e9,
-                r.events
+                r.events,
+                r.engine.superseded,
+                r.engine.queue_peak,
+                cpu_bound as f64 / 1e9 / n,
+                bf.events,
+                bf.superseded
             );
         }
         return Ok(());
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
-    println!(
-        "{:<4} {:>9} {:>12} {:>14} {:>14} {:>10}  case",
-        "case", "wall_s", "sim_s/wall_s", "events/wall_s", "events/cpu_s", "peak_MB"
+    print!(
+        "{:<4} {:>7} {:>7} {:>11} {:>9} {:>8} {:>6} {:>7} {:>8}",
+        "case", "wall_s", "cpu_s", "sim_s/cpu_s", "Mev/wall", "ns/ev", "stale%", "q_peak", "peak_MB"
     );
+    if bound {
+        print!(" {:>8} {:>6} {:>6}", "bound_ns", "stale%", "ratio");
+    }
+    println!("  case");
     for case in selected {
         // Each case in a fresh process so its peak memory is its own.
+        let mut args = vec!["bench", "--child", "--case", case.name];
+        if bound {
+            args.push("--bound");
+        }
         let out = std::process::Command::new(&exe)
-            .args(["bench", "--child", "--case", case.name])
+            .args(&args)
             .output()
             .map_err(|e| format!("cannot run bench child: {e}"))?;
         if !out.status.success() {
@@ -546,22 +587,36 @@ fn cmd_bench(only: Vec<String>, child: bool) -> Result<(), String> {
         }
         let v: serde_json::Value =
             serde_json::from_slice(&out.stdout).map_err(|e| format!("bench child output: {e}"))?;
-        let wall = v["wall_s"].as_f64().unwrap_or(0.0);
-        let cpu = v["cpu_s"].as_f64().unwrap_or(wall);
-        let sim = v["sim_s"].as_f64().unwrap_or(0.0);
-        let ev = v["events"].as_f64().unwrap_or(0.0);
-        let peak = v["peak_bytes"].as_f64().unwrap_or(0.0) / 1e6;
-        println!(
-            "{:<4} {:>9.2} {:>12.1} {:>14.0} {:>14.0} {:>10.1}  {}",
+        let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+        let (wall, cpu, sim, ev) = (f("wall_s"), f("cpu_s"), f("sim_s"), f("events"));
+        let ns = cpu * 1e9 / ev.max(1.0);
+        print!(
+            "{:<4} {:>7.2} {:>7.2} {:>11.1} {:>9.2} {:>8.1} {:>6.1} {:>7.0} {:>8.1}",
             case.name,
             wall,
-            sim / wall,
-            ev / wall,
-            ev / cpu,
-            peak,
-            case.about
+            cpu,
+            sim / cpu,
+            ev / wall / 1e6,
+            ns,
+            100.0 * f("superseded") / ev.max(1.0),
+            f("queue_peak"),
+            f("peak_bytes") / 1e6
         );
+        if bound {
+            let bev = f("bound_events").max(1.0);
+            let bns = f("bound_cpu_s") * 1e9 / bev;
+            print!(" {:>8.1} {:>6.1} {:>6.2}", bns, 100.0 * f("bound_superseded") / bev, bns / ns);
+        }
+        println!("  {}", case.about);
     }
+    println!(
+        "(ns/ev: CPU ns per event, superseded ones included; stale%: share superseded; q_peak: most queue entries{})",
+        if bound {
+            "; bound: a bare event loop on the same machine and events, ratio = bound ns / ns (1 = at the bound)"
+        } else {
+            ""
+        }
+    );
     Ok(())
 }
 
@@ -586,7 +641,7 @@ fn main() -> ExitCode {
             cmd_models();
             Ok(())
         }
-        Cmd::Bench { case, child } => cmd_bench(case, child),
+        Cmd::Bench { case, child, bound } => cmd_bench(case, child, bound),
         Cmd::Topology(a) => agent_cmd::topology(a),
         Cmd::Run(a) => agent_cmd::run(a),
         Cmd::Agent(a) => agent_cmd::agent(a),

@@ -1,8 +1,20 @@
 //! The fixed benchmark cases of `ampsched bench` (issue: simulator foundation).
 //!
 //! Four machines from 4 to 256 CPUs under the credit dispatcher for 60 s of
-//! simulated time. The figures (wall time, simulated seconds per wall second,
-//! events per wall second, peak memory) are printed, never asserted.
+//! simulated time, and (on request) a 64-CPU always-runnable machine at 60 s
+//! and 600 s, whose event-queue peak shows that superseded completions do not
+//! pile up with simulated time. The figures (wall and CPU time, simulated
+//! seconds per wall second, events and CPU ns per event, superseded share,
+//! queue peak, peak memory) are printed, never asserted.
+//!
+//! The bound ([`bound`]): a bare event loop on the same machine size,
+//! timers and number of events, with nothing of a simulator's work besides
+//! the queue and round-robin runqueues — a binary heap of 16-byte keys
+//! `(time, kind|gen|id)`, a per-CPU `VecDeque` runqueue, a tick per busy CPU,
+//! a slice end per switch, accounting over every task each period, a
+//! completion per compute segment (made stale when its task is preempted) and
+//! extra stale timers up to the simulator's superseded share. Its CPU ns per
+//! event is the floor the engine's is compared with (issue 19).
 
 use crate::library::Library;
 use crate::scenario::{Scenario, ScenarioError};
@@ -15,6 +27,10 @@ pub struct Case {
     pub about: &'static str,
     /// Scenario text.
     pub toml: String,
+    /// Work of one compute segment of its programs, ns (for the bound).
+    pub work_ns: u64,
+    /// Run by `ampsched bench` without `--case`.
+    pub default: bool,
 }
 
 /// The barrier-synchronised "M program": 5 ms phases, a sequential section every 10 phases.
@@ -34,29 +50,61 @@ fn vms(n: u32, vcpus: u32, workload: &str) -> String {
     s
 }
 
-/// The four cases.
+/// The cases: S, M, L, XL (run by default), R60 and R600 (on request).
 pub fn cases() -> Vec<Case> {
     let head = "stop = { duration_s = 60 }\nstats_interval_ms = 1000\n";
+    let cpu_bound = r#"workload = { model = "cpu-bound" }"#;
+    let hour = 3_600_000_000_000;
+    let phase = 5_000_000;
+    let always = |s: u32| {
+        format!(
+            "stop = {{ duration_s = {s} }}\nstats_interval_ms = 1000\n{}{}",
+            machine(16, 48, 8),
+            vms(32, 8, cpu_bound)
+        )
+    };
     vec![
         Case {
             name: "S",
             about: "4 CPUs (1 fast, 3 slow), 4 single-vCPU VMs, CPU-bound",
-            toml: format!("{head}{}{}", machine(1, 3, 4), vms(4, 1, r#"workload = { model = "cpu-bound" }"#)),
+            toml: format!("{head}{}{}", machine(1, 3, 4), vms(4, 1, cpu_bound)),
+            work_ns: hour,
+            default: true,
         },
         Case {
             name: "M",
             about: "8 CPUs (1 fast, 7 slow), 4 VMs × 4 vCPUs, barrier phases",
             toml: format!("{head}{}{}", machine(1, 7, 4), vms(4, 4, M_PROGRAM)),
+            work_ns: phase,
+            default: true,
         },
         Case {
             name: "L",
             about: "64 CPUs (16 fast, 48 slow, 8 memory domains), 32 VMs × 8 vCPUs, M program",
             toml: format!("{head}{}{}", machine(16, 48, 8), vms(32, 8, M_PROGRAM)),
+            work_ns: phase,
+            default: true,
         },
         Case {
             name: "XL",
             about: "256 CPUs (64 fast, 192 slow, 32 memory domains), 128 VMs × 8 vCPUs, M program",
             toml: format!("{head}{}{}", machine(64, 192, 8), vms(128, 8, M_PROGRAM)),
+            work_ns: phase,
+            default: true,
+        },
+        Case {
+            name: "R60",
+            about: "64 CPUs, 32 VMs × 8 always-runnable vCPUs, 60 s",
+            toml: always(60),
+            work_ns: hour,
+            default: false,
+        },
+        Case {
+            name: "R600",
+            about: "64 CPUs, 32 VMs × 8 always-runnable vCPUs, 600 s",
+            toml: always(600),
+            work_ns: hour,
+            default: false,
         },
     ]
 }
@@ -80,4 +128,173 @@ pub fn peak_rss_bytes() -> Option<u64> {
 pub fn thread_cpu_ns() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
     s.split_whitespace().next()?.parse().ok()
+}
+
+/// What the bare loop of [`bound`] runs: a machine's size and timers, and
+/// how many events (and what share of them superseded) to process.
+#[derive(Clone, Copy, Debug)]
+pub struct BoundSpec {
+    /// CPUs.
+    pub cpus: u32,
+    /// Tasks (each always has work: a compute segment after another).
+    pub tasks: u32,
+    /// Tick period of a busy CPU, ns.
+    pub tick_ns: u64,
+    /// Time slice, ns.
+    pub slice_ns: u64,
+    /// Accounting period, ns.
+    pub account_ns: u64,
+    /// Work of a compute segment, ns.
+    pub work_ns: u64,
+    /// Events to process (counting superseded ones).
+    pub events: u64,
+    /// Of them, at least this many superseded.
+    pub superseded: u64,
+}
+
+/// What the bare loop did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BoundFigures {
+    /// Events processed.
+    pub events: u64,
+    /// Of them, superseded (stale generation).
+    pub superseded: u64,
+    /// Simulated time reached, ns.
+    pub sim_ns: u64,
+}
+
+/// Run the bare event loop of `spec` (see the module doc): the floor of an
+/// event's cost for that machine and event mix.
+pub fn bound(spec: &BoundSpec) -> BoundFigures {
+    use std::cmp::Reverse;
+    use std::collections::{BinaryHeap, VecDeque};
+    const TICK: u64 = 0;
+    const SLICE: u64 = 1;
+    const DONE: u64 = 2;
+    const ACCOUNT: u64 = 3;
+    const STALE: u64 = 4;
+    // (time, kind | gen | id): 16 bytes, earliest first.
+    let key = |t: u64, kind: u64, gen: u32, id: u32| -> u128 {
+        (u128::from(t) << 64) | u128::from((kind << 60) | (u64::from(gen) << 24) | u64::from(id))
+    };
+    let ncpu = spec.cpus.max(1) as usize;
+    let ntask = spec.tasks.max(1) as usize;
+    let mut heap: BinaryHeap<Reverse<u128>> = BinaryHeap::with_capacity(4 * (ncpu + ntask));
+    let mut rq: Vec<VecDeque<u32>> = vec![VecDeque::new(); ncpu];
+    let mut curr: Vec<Option<u32>> = vec![None; ncpu];
+    let mut slice_gen = vec![0u32; ncpu];
+    let mut left = vec![spec.work_ns; ntask];
+    let mut since = vec![0u64; ntask];
+    let mut gen = vec![0u32; ntask];
+    let mut credit = vec![0i64; ntask];
+    let mut run_ns = vec![0u64; ntask];
+    for t in 0..ntask {
+        rq[t % ncpu].push_back(t as u32);
+    }
+    let mut f = BoundFigures::default();
+    // The superseded share to reach (per mille of events), and extra stale timers queued.
+    let share = if spec.events > 0 { spec.superseded * 1000 / spec.events } else { 0 };
+    let mut owed = 0u64;
+    let switch_in = |c: usize,
+                     now: u64,
+                     heap: &mut BinaryHeap<Reverse<u128>>,
+                     rq: &mut Vec<VecDeque<u32>>,
+                     curr: &mut Vec<Option<u32>>,
+                     slice_gen: &mut Vec<u32>,
+                     left: &[u64],
+                     since: &mut Vec<u64>,
+                     gen: &[u32]| {
+        let next = rq[c].pop_front();
+        curr[c] = next;
+        slice_gen[c] = slice_gen[c].wrapping_add(1);
+        if let Some(t) = next {
+            let ti = t as usize;
+            since[ti] = now;
+            heap.push(Reverse(key(now + left[ti], DONE, gen[ti], t)));
+            heap.push(Reverse(key(now + spec.slice_ns, SLICE, slice_gen[c], c as u32)));
+        }
+    };
+    for c in 0..ncpu {
+        switch_in(c, 0, &mut heap, &mut rq, &mut curr, &mut slice_gen, &left, &mut since, &gen);
+        heap.push(Reverse(key(spec.tick_ns, TICK, 0, c as u32)));
+    }
+    heap.push(Reverse(key(spec.account_ns, ACCOUNT, 0, 0)));
+    while f.events < spec.events {
+        let Some(Reverse(k)) = heap.pop() else { break };
+        let now = (k >> 64) as u64;
+        let tag = k as u64;
+        let id = (tag & 0xff_ffff) as usize;
+        let g = (tag >> 24) as u32;
+        f.events += 1;
+        f.sim_ns = now;
+        let mut stale = false;
+        match tag >> 60 {
+            TICK => {
+                if let Some(t) = curr[id] {
+                    credit[t as usize] -= 100;
+                }
+                heap.push(Reverse(key(now + spec.tick_ns, TICK, 0, id as u32)));
+            }
+            SLICE | DONE => {
+                let c = if tag >> 60 == SLICE { id } else { id % ncpu };
+                let live = if tag >> 60 == SLICE { g == slice_gen[c] } else { g == gen[id] };
+                if !live {
+                    stale = true;
+                } else if let Some(t) = curr[c] {
+                    // Settle the running task; it goes to the back of its runqueue.
+                    let ti = t as usize;
+                    let ran = now - since[ti];
+                    run_ns[ti] += ran;
+                    left[ti] = if left[ti] > ran { left[ti] - ran } else { spec.work_ns };
+                    gen[ti] = gen[ti].wrapping_add(1);
+                    rq[c].push_back(t);
+                    switch_in(c, now, &mut heap, &mut rq, &mut curr, &mut slice_gen, &left, &mut since, &gen);
+                }
+            }
+            ACCOUNT => {
+                for c in credit.iter_mut() {
+                    *c = (*c + 300).min(300);
+                }
+                heap.push(Reverse(key(now + spec.account_ns, ACCOUNT, 0, 0)));
+            }
+            _ => stale = true,
+        }
+        if stale {
+            f.superseded += 1;
+        } else if (f.superseded + owed) * 1000 < share * f.events {
+            // Behind the share: a timer that will pop stale.
+            owed += 1;
+            heap.push(Reverse(key(now + spec.tick_ns, STALE, 0, 0)));
+        }
+        if tag >> 60 == STALE {
+            owed -= 1;
+        }
+    }
+    std::hint::black_box((&run_ns, &credit));
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bare_loop_processes_the_events_asked_with_their_superseded_share() {
+        // 4 CPUs, 8 tasks of 5 ms segments, 30 ms slices: a task's completion
+        // wins, the slice end it leaves goes stale; 20 % stale asked at least.
+        let spec = BoundSpec {
+            cpus: 4,
+            tasks: 8,
+            tick_ns: 10_000_000,
+            slice_ns: 30_000_000,
+            account_ns: 30_000_000,
+            work_ns: 5_000_000,
+            events: 100_000,
+            superseded: 20_000,
+        };
+        let f = bound(&spec);
+        assert_eq!(f.events, 100_000);
+        assert!(f.superseded >= 19_000, "{f:?}");
+        assert!(f.sim_ns > 1_000_000_000, "{f:?}");
+    }
 }

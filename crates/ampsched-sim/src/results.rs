@@ -205,6 +205,20 @@ pub struct RunResult {
     pub domains: Vec<DomainResult>,
     /// Per CPU.
     pub cpus: Vec<CpuResult>,
+    /// How the engine ran (figures of the simulator, not of the simulated
+    /// machine: not written to JSON, printed by `ampsched bench`).
+    #[serde(skip)]
+    pub engine: EngineFigures,
+}
+
+/// Figures of the engine itself for one run.
+#[derive(Clone, Debug, Default)]
+pub struct EngineFigures {
+    /// Of `events`, those that found their timer superseded (a completion
+    /// re-planned or cancelled, a wake-up replaced): `events − superseded` did work.
+    pub superseded: u64,
+    /// The most entries the event queue held at once.
+    pub queue_peak: u64,
 }
 
 fn ser_counters<S: Serializer>(v: &[(String, f64)], s: S) -> Result<S::Ok, S::Error> {

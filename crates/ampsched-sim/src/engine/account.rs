@@ -9,10 +9,10 @@
 //! May import: `Sim` and the bottom rooms. Must never import the dispatcher
 //! or placer bridges, the interpreter, or statistics output.
 
-use super::clock::Ev;
+use super::clock::{Ev, Key};
 use super::fixed;
-use super::task::{Act, St};
-use super::Sim;
+use super::task::{Act, Plan, St};
+use super::{Sim, Stop};
 use ampsched_model::{CpuId, Nanos, TaskId};
 
 impl Sim {
@@ -106,22 +106,91 @@ impl Sim {
         let tk = &mut self.tasks[t.idx()];
         let St::Running(c) = tk.st else { return };
         tk.gen = tk.gen.wrapping_add(1);
-        let g = tk.gen;
         let cpu = &self.cpus[c.idx()];
-        match tk.act {
-            Act::Compute => {
-                let at = self.now + tk.compute_wall(fixed::cost(cpu.speed, tk.mem), cpu.avail);
-                self.push(at, Ev::OpDone(t, g));
+        let at = match tk.act {
+            Act::Compute => self.now + tk.compute_wall(fixed::cost(cpu.speed, tk.mem), cpu.avail),
+            Act::Spin { limit: Some(l) } => self.now + l.saturating_sub(tk.spin_used),
+            Act::Busy { until } => until.max(self.now),
+            _ => return,
+        };
+        self.plan_op(t, at);
+    }
+
+    /// Plan task `t`'s completion at `at`, superseding its previous plan.
+    ///
+    /// Each plan has its key in the event order (as if pushed now), but gets
+    /// its own queue entry only when it is earlier than the task's earliest
+    /// queued one; otherwise that earlier entry, when it pops, queues the plan
+    /// then (`rearm_op`). A plan superseded before it had an entry is counted
+    /// as the stale event it would have been (`superseded_plan`). So the
+    /// queue holds a few entries per task however often a task is switched,
+    /// and `events` counts what a queue of every plan would have popped.
+    pub(super) fn plan_op(&mut self, t: TaskId, at: Nanos) {
+        let key = self.events.key(at, Ev::OpDone(t));
+        let tk = &mut self.tasks[t.idx()];
+        let prev = (tk.op_entry == Plan::Waiting).then_some(tk.op_key);
+        tk.op_key = key;
+        tk.op_gen = tk.gen;
+        tk.op_entry = Plan::Settled;
+        if key < tk.armed && self.events.insert(key) {
+            tk.op_entry = Plan::Queued;
+            tk.armed = key;
+        } else if self.events.before_horizon(key) {
+            tk.op_entry = Plan::Waiting;
+        }
+        if let Some(k) = prev {
+            self.superseded_plan(k);
+        }
+    }
+
+    /// A completion entry keyed `k` of task `t` popped: whether it is the
+    /// task's live plan (then due now). A stale entry re-arms a waiting plan.
+    pub(super) fn pop_op(&mut self, t: TaskId, k: Key) -> bool {
+        let tk = &mut self.tasks[t.idx()];
+        if k == tk.armed {
+            tk.armed = Key::MAX;
+        }
+        if k == tk.op_key {
+            tk.op_entry = Plan::Settled;
+            if tk.op_gen == tk.gen {
+                return true;
             }
-            Act::Spin { limit: Some(l) } => {
-                let left = l.saturating_sub(tk.spin_used);
-                self.push(self.now + left, Ev::OpDone(t, g));
+        } else if tk.op_entry == Plan::Waiting {
+            let pk = tk.op_key;
+            debug_assert!(pk > k, "a waiting plan is keyed after the entry that re-arms it");
+            if tk.op_gen == tk.gen {
+                self.events.insert(pk);
+                tk.op_entry = Plan::Queued;
+                tk.armed = tk.armed.min(pk);
+            } else {
+                tk.op_entry = Plan::Settled;
+                self.superseded_plan(pk);
             }
-            Act::Busy { until } => {
-                let at = until.max(self.now);
-                self.push(at, Ev::OpDone(t, g));
+        }
+        self.superseded += 1;
+        false
+    }
+
+    /// A plan keyed `k` that never got a queue entry will not run: count it
+    /// as the stale event it would have been, if the run gets that far.
+    pub(super) fn superseded_plan(&mut self, k: Key) {
+        if !self.events.before_horizon(k) {
+            return;
+        }
+        self.superseded += 1;
+        match self.stop {
+            // A fixed-length run reaches its horizon.
+            Stop::Duration(_) => self.events_done += 1,
+            // A run that may end early counts those keyed before its last event (`finish`).
+            Stop::AllDone { .. } => {
+                self.ghosts.push(k);
+                if self.ghosts.len() >= 1024 + 2 * self.tasks.len() {
+                    let now = self.last_key;
+                    let before = self.ghosts.len();
+                    self.ghosts.retain(|g| *g > now);
+                    self.events_done += (before - self.ghosts.len()) as u64;
+                }
             }
-            _ => {}
         }
     }
 }

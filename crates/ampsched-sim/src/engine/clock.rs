@@ -1,16 +1,25 @@
 //! The event loop's clock: a queue of timed events in a total order, and the
 //! FIFO of effects due at the current instant.
 //!
-//! Design: one binary heap of events ordered by (time, sequence number), so
-//! simultaneous events run in the order they were scheduled. Time is integer
-//! nanoseconds. Stale events (a compute segment preempted, a slice ended
-//! early) are not removed: they carry a generation the engine checks.
+//! Design: one binary heap of 16-byte keys, earliest first. A key is the
+//! event's time (integer ns, the high 64 bits) and a tag (the low 64 bits):
+//! a sequence number (`SEQ_BITS`), then the event's kind and id. Sequence
+//! numbers grow with every event planned, so simultaneous events run in the
+//! order they were scheduled (a total order), and comparing two keys as one
+//! `u128` is that order; the event itself is decoded from the tag, so an
+//! entry carries no payload.
+//!
+//! The queue knows the run's horizon, the key of its `End` event: an event
+//! keyed after it can never run, so it is not stored (a completion planned an
+//! hour ahead in a 60 s run costs nothing). Stale events (a compute segment
+//! preempted) are handled by the engine (`Sim::plan_op`): each task keeps
+//! one plan and the queue holds at most the entries it needs to reach it.
 //!
 //! May import: `ampsched-model` ids and `Nanos`. Must never import the rest
 //! of the engine: every other room schedules events through this one.
 
 use ampsched_model::{CpuId, Nanos, TaskId};
-use std::cmp::Ordering;
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// An event kind.
@@ -22,10 +31,10 @@ pub(crate) enum Ev {
     Account,
     /// A CPU's time slice may have ended (a lazy timer: see `Sim::set_slice`).
     SliceEnd(CpuId),
-    /// A task's compute, spin limit or busy time ends (stale unless the generation matches).
-    OpDone(TaskId, u32),
-    /// A sleeping task wakes (stale unless the sleep generation matches).
-    Wake(TaskId, u32),
+    /// A task's compute, spin limit or busy time ends (stale unless its key is the task's plan).
+    OpDone(TaskId),
+    /// A sleeping task wakes (stale unless its key is the task's last sleep).
+    Wake(TaskId),
     /// A CPU's bursty noise switches on or off.
     Noise(CpuId),
     /// The placer's period.
@@ -33,56 +42,137 @@ pub(crate) enum Ev {
     /// A time-series sample.
     Stats,
     /// A timed domain change (index into the configured changes).
-    Domain(usize),
+    Domain(u32),
     /// Sample the trace's counter tracks (traced runs only; not counted in `events`).
     TraceSample,
     /// The stop condition's time bound.
     End,
 }
 
-struct Item {
-    t: Nanos,
-    seq: u64,
-    ev: Ev,
+/// Bits of an id in a tag: CPUs, tasks and domain changes are fewer than this.
+pub(crate) const ID_BITS: u32 = 22;
+/// Bits of the kind in a tag.
+const KIND_BITS: u32 = 4;
+/// Bits of the sequence number in a tag (2^38 ≈ 2.7·10^11 events planned per run).
+const SEQ_BITS: u32 = 64 - ID_BITS - KIND_BITS;
+const ID_MASK: u64 = (1 << ID_BITS) - 1;
+
+impl Ev {
+    /// Kind and id, packed.
+    #[inline]
+    fn code(self) -> u64 {
+        let (k, id) = match self {
+            Ev::Tick(c) => (0, c.0),
+            Ev::Account => (1, 0),
+            Ev::SliceEnd(c) => (2, c.0),
+            Ev::OpDone(t) => (3, t.0),
+            Ev::Wake(t) => (4, t.0),
+            Ev::Noise(c) => (5, c.0),
+            Ev::Place => (6, 0),
+            Ev::Stats => (7, 0),
+            Ev::Domain(i) => (8, i),
+            Ev::TraceSample => (9, 0),
+            Ev::End => (10, 0),
+        };
+        debug_assert!(u64::from(id) <= ID_MASK, "id {id} does not fit an event tag");
+        (k << ID_BITS) | u64::from(id)
+    }
+
+    /// The event a tag's kind and id stand for.
+    #[inline]
+    fn decode(tag: u64) -> Ev {
+        let id = (tag & ID_MASK) as u32;
+        match (tag >> ID_BITS) & ((1 << KIND_BITS) - 1) {
+            0 => Ev::Tick(CpuId(id)),
+            1 => Ev::Account,
+            2 => Ev::SliceEnd(CpuId(id)),
+            3 => Ev::OpDone(TaskId(id)),
+            4 => Ev::Wake(TaskId(id)),
+            5 => Ev::Noise(CpuId(id)),
+            6 => Ev::Place,
+            7 => Ev::Stats,
+            8 => Ev::Domain(id),
+            9 => Ev::TraceSample,
+            _ => Ev::End,
+        }
+    }
 }
 
-impl PartialEq for Item {
-    fn eq(&self, o: &Self) -> bool {
-        self.t == o.t && self.seq == o.seq
-    }
-}
-impl Eq for Item {}
-impl PartialOrd for Item {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Item {
-    fn cmp(&self, o: &Self) -> Ordering {
-        // BinaryHeap is a max-heap: invert for earliest-first.
-        o.t.cmp(&self.t).then(o.seq.cmp(&self.seq))
-    }
+/// An event's place in the total order: time, then sequence number (then kind and id).
+pub(crate) type Key = u128;
+
+/// The time of a key.
+#[inline]
+pub(crate) fn key_time(k: Key) -> Nanos {
+    Nanos((k >> 64) as u64)
 }
 
 /// Timed events, earliest first; among equal times, first scheduled first.
-#[derive(Default)]
 pub(crate) struct EventQueue {
-    heap: BinaryHeap<Item>,
+    heap: BinaryHeap<Reverse<Key>>,
     seq: u64,
+    /// Events keyed after this never run and are not stored.
+    horizon: Key,
+    /// The most entries held at once.
+    pub(crate) peak: usize,
+}
+
+impl Default for EventQueue {
+    fn default() -> Self {
+        EventQueue { heap: BinaryHeap::new(), seq: 0, horizon: Key::MAX, peak: 0 }
+    }
 }
 
 impl EventQueue {
-    /// Schedule `ev` at `t`.
+    /// The key of `ev` at `t`, next in scheduling order (not stored).
     #[inline]
-    pub(crate) fn push(&mut self, t: Nanos, ev: Ev) {
+    pub(crate) fn key(&mut self, t: Nanos, ev: Ev) -> Key {
         self.seq += 1;
-        self.heap.push(Item { t, seq: self.seq, ev });
+        assert!(self.seq < 1 << SEQ_BITS, "more than 2^{SEQ_BITS} events planned in one run");
+        (u128::from(t.0) << 64) | u128::from((self.seq << (ID_BITS + KIND_BITS)) | ev.code())
     }
 
-    /// The next event and its time.
+    /// Store an event under `key` (from `key`); false if it is past the horizon.
     #[inline]
-    pub(crate) fn pop(&mut self) -> Option<(Nanos, Ev)> {
-        self.heap.pop().map(|i| (i.t, i.ev))
+    pub(crate) fn insert(&mut self, key: Key) -> bool {
+        if key > self.horizon {
+            return false;
+        }
+        self.heap.push(Reverse(key));
+        self.peak = self.peak.max(self.heap.len());
+        true
+    }
+
+    /// Schedule `ev` at `t`; its key.
+    #[inline]
+    pub(crate) fn push(&mut self, t: Nanos, ev: Ev) -> Key {
+        let k = self.key(t, ev);
+        self.insert(k);
+        k
+    }
+
+    /// Nothing keyed after `k` will run (the key of the run's `End`).
+    pub(crate) fn set_horizon(&mut self, k: Key) {
+        self.horizon = k;
+    }
+
+    /// Whether an event keyed `k` runs before the horizon (if the run reaches it).
+    #[inline]
+    pub(crate) fn before_horizon(&self, k: Key) -> bool {
+        k < self.horizon
+    }
+
+    /// The next event, its key and its time.
+    #[inline]
+    pub(crate) fn pop(&mut self) -> Option<(Key, Nanos, Ev)> {
+        let Reverse(k) = self.heap.pop()?;
+        Some((k, key_time(k), Ev::decode(k as u64)))
+    }
+
+    /// Entries held now.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.heap.len()
     }
 }
 
@@ -98,6 +188,10 @@ pub(crate) enum Pending {
 mod tests {
     use super::*;
 
+    fn drain(q: &mut EventQueue) -> Vec<(u64, Ev)> {
+        std::iter::from_fn(|| q.pop()).map(|(_, t, e)| (t.0, e)).collect()
+    }
+
     #[test]
     fn earliest_first_and_equal_times_in_scheduling_order() {
         let mut q = EventQueue::default();
@@ -106,11 +200,47 @@ mod tests {
         q.push(Nanos(20), Ev::Account);
         q.push(Nanos(10), Ev::End);
         q.push(Nanos(5), Ev::Tick(CpuId(1)));
-        let order: Vec<(u64, Ev)> = std::iter::from_fn(|| q.pop()).map(|(t, e)| (t.0, e)).collect();
         // 5 first; the two at 10 in push order (Stats then End); the two at 20 likewise.
         assert_eq!(
-            order,
+            drain(&mut q),
             vec![(5, Ev::Tick(CpuId(1))), (10, Ev::Stats), (10, Ev::End), (20, Ev::Place), (20, Ev::Account)]
         );
+    }
+
+    #[test]
+    fn every_kind_and_the_largest_id_round_trip_through_a_tag() {
+        let big = ID_MASK as u32;
+        let all = [
+            Ev::Tick(CpuId(big)),
+            Ev::Account,
+            Ev::SliceEnd(CpuId(3)),
+            Ev::OpDone(TaskId(big)),
+            Ev::Wake(TaskId(7)),
+            Ev::Noise(CpuId(0)),
+            Ev::Place,
+            Ev::Stats,
+            Ev::Domain(big),
+            Ev::TraceSample,
+            Ev::End,
+        ];
+        let mut q = EventQueue::default();
+        for (i, e) in all.iter().enumerate() {
+            q.push(Nanos(u64::MAX - 20 + i as u64), *e);
+        }
+        assert_eq!(drain(&mut q).into_iter().map(|(_, e)| e).collect::<Vec<_>>(), all.to_vec());
+    }
+
+    #[test]
+    fn nothing_is_stored_past_the_horizon() {
+        let mut q = EventQueue::default();
+        let end = q.push(Nanos(100), Ev::End);
+        q.set_horizon(end);
+        // At the horizon's time but planned after it: it would run after End, never.
+        q.push(Nanos(100), Ev::Stats);
+        q.push(Nanos(5_000), Ev::OpDone(TaskId(1)));
+        let k = q.push(Nanos(99), Ev::Place);
+        assert!(q.before_horizon(k));
+        assert_eq!(q.len(), 2);
+        assert_eq!(drain(&mut q), vec![(99, Ev::Place), (100, Ev::End)]);
     }
 }

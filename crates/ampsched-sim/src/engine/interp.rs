@@ -9,7 +9,7 @@
 //! May import: `Sim`, the bottom rooms (`sync`, `task`, `clock`, `random`).
 //! Must never import the placer bridge or statistics.
 
-use super::clock::{Ev, Pending};
+use super::clock::Pending;
 use super::fixed;
 use super::random;
 use super::sync::SyncKey;
@@ -70,18 +70,14 @@ impl Sim {
                 }
                 Op::Sleep { dur } => {
                     tk.pc += 1;
-                    tk.sleep_gen = tk.sleep_gen.wrapping_add(1);
-                    let g = tk.sleep_gen;
-                    self.push(self.now + dur, Ev::Wake(t, g));
+                    self.plan_wake(t, self.now + dur);
                     return Outcome::Blocked;
                 }
                 Op::SleepExp { mean } => {
                     tk.pc += 1;
-                    tk.sleep_gen = tk.sleep_gen.wrapping_add(1);
-                    let g = tk.sleep_gen;
                     // Exponential by inversion from the run's seeded generator.
                     let dur = random::exponential(&mut self.rng, mean);
-                    self.push(self.now + dur, Ev::Wake(t, g));
+                    self.plan_wake(t, self.now + dur);
                     return Outcome::Blocked;
                 }
                 Op::End => {
@@ -131,9 +127,7 @@ impl Sim {
                     }
                     tk.pc += 1;
                     if now < at {
-                        tk.sleep_gen = tk.sleep_gen.wrapping_add(1);
-                        let g = tk.sleep_gen;
-                        self.push(at, Ev::Wake(t, g));
+                        self.plan_wake(t, at);
                         return Outcome::Blocked;
                     }
                 }

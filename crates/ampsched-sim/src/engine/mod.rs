@@ -97,6 +97,12 @@ pub struct Sim {
     stop: Stop,
     live: usize,
     events_done: u64,
+    /// Events that found their timer superseded (popped stale, or planned and replaced before queued).
+    superseded: u64,
+    /// Superseded plans of a run that may end early, counted in `finish` if keyed before `last_key`.
+    ghosts: Vec<clock::Key>,
+    /// Key of the event being handled (0 before the first).
+    last_key: clock::Key,
     stats_interval: Nanos,
     domain_events: Vec<(Nanos, DomainId, DomainChange)>,
     series: Series,
@@ -142,6 +148,8 @@ impl Sim {
         let nd = cfg.domains.len();
         let idle_fast = cpus.iter().filter(|c| c.fast).count() as u32;
         let live = tasks.iter().filter(|t| !t.idle_vcpu).count();
+        let ids = tasks.len().max(topo.ncpus()).max(cfg.events.len());
+        assert!(ids < 1 << clock::ID_BITS, "{ids} tasks, CPUs or domain changes: at most 2^{} fit", clock::ID_BITS);
         Sim {
             name: cfg.name,
             curr: vec![None; topo.ncpus()],
@@ -164,6 +172,9 @@ impl Sim {
             stop: cfg.stop,
             live,
             events_done: 0,
+            superseded: 0,
+            ghosts: Vec::new(),
+            last_key: 0,
             stats_interval: cfg.stats_interval,
             domain_events: cfg.events,
             series: Series::new(nd, nclass),
@@ -188,6 +199,12 @@ impl Sim {
         self.events.push(t, ev);
     }
 
+    /// Sleep task `t` until `at`: the only wake-up that counts is the last planned.
+    fn plan_wake(&mut self, t: TaskId, at: Nanos) {
+        let k = self.events.push(at, Ev::Wake(t));
+        self.tasks[t.idx()].wake_key = k;
+    }
+
     /// Run to the stop condition and return the results.
     pub fn run(mut self) -> RunResult {
         self.disp.seed(self.seed);
@@ -205,7 +222,7 @@ impl Sim {
         }
         for i in 0..self.domain_events.len() {
             let at = self.domain_events[i].0;
-            self.push(at, Ev::Domain(i));
+            self.push(at, Ev::Domain(i as u32));
         }
         for c in 0..self.cpus.len() {
             if let NoiseSpec::Bursty { .. } = self.topo.cpus[c].noise {
@@ -217,7 +234,8 @@ impl Sim {
             Stop::Duration(d) => d,
             Stop::AllDone { max } => max,
         };
-        self.push(end, Ev::End);
+        let k = self.events.push(end, Ev::End);
+        self.events.set_horizon(k);
         // Wake every task that has work, in id order.
         for i in 0..self.tasks.len() {
             if !self.tasks[i].idle_vcpu {
@@ -233,11 +251,12 @@ impl Sim {
             self.finished = true;
         }
         while !self.finished {
-            let Some((t, ev)) = self.events.pop() else { break };
+            let Some((k, t, ev)) = self.events.pop() else { break };
             debug_assert!(t >= self.now, "time went backwards");
             self.now = t;
+            self.last_key = k;
             self.events_done += 1;
-            self.handle(ev);
+            self.handle(k, ev);
             self.drain();
             if self.events_done & (PROGRESS_EVERY - 1) == 0 {
                 if let Some(p) = self.progress.as_mut() {
@@ -261,7 +280,7 @@ impl Sim {
         }
     }
 
-    fn handle(&mut self, ev: Ev) {
+    fn handle(&mut self, k: clock::Key, ev: Ev) {
         match ev {
             Ev::Tick(c) => {
                 if self.cpus[c.idx()].curr.is_some() {
@@ -311,12 +330,11 @@ impl Sim {
                     self.push(at, Ev::SliceEnd(c));
                 }
             }
-            Ev::OpDone(t, g) => {
-                let task = &self.tasks[t.idx()];
-                if task.gen != g {
+            Ev::OpDone(t) => {
+                if !self.pop_op(t, k) {
                     return;
                 }
-                let St::Running(c) = task.st else { return };
+                let St::Running(c) = self.tasks[t.idx()].st else { return };
                 self.settle(t);
                 match self.tasks[t.idx()].act {
                     Act::Compute => {
@@ -344,9 +362,11 @@ impl Sim {
                     _ => {}
                 }
             }
-            Ev::Wake(t, g) => {
-                if self.tasks[t.idx()].sleep_gen == g && self.tasks[t.idx()].st == St::Blocked {
+            Ev::Wake(t) => {
+                if self.tasks[t.idx()].wake_key == k && self.tasks[t.idx()].st == St::Blocked {
                     self.wake(t);
+                } else {
+                    self.superseded += 1;
                 }
             }
             Ev::Noise(c) => {
@@ -379,7 +399,7 @@ impl Sim {
                 self.push(self.now + self.stats_interval, Ev::Stats);
             }
             Ev::Domain(i) => {
-                let (_, d, ch) = self.domain_events[i].clone();
+                let (_, d, ch) = self.domain_events[i as usize].clone();
                 let dv = &mut self.domains[d.idx()];
                 if let Some(c) = ch.cosched {
                     dv.cosched = c;

@@ -7,7 +7,7 @@
 use super::fixed;
 use super::task::St;
 use super::Sim;
-use crate::results::{ClassTimes, CpuResult, DomainResult, Periodic, RunResult, TaskResult};
+use crate::results::{ClassTimes, CpuResult, DomainResult, EngineFigures, Periodic, RunResult, TaskResult};
 use ampsched_model::TaskId;
 
 impl Sim {
@@ -115,6 +115,9 @@ impl Sim {
             })
             .collect();
         let counters = self.disp.counters().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        // Superseded plans of a run that ended early: those keyed before its last event.
+        let last = self.last_key;
+        self.events_done += self.ghosts.iter().filter(|g| **g < last).count() as u64;
         RunResult {
             scenario: self.name.clone(),
             dispatcher: self.disp.name().to_string(),
@@ -134,6 +137,7 @@ impl Sim {
             tasks,
             domains,
             cpus,
+            engine: EngineFigures { superseded: self.superseded, queue_peak: self.events.peak as u64 },
         }
     }
 }

@@ -14,10 +14,11 @@
 //! refill. The total cost charged is unchanged (docs/design/workloads.md,
 //! "Cost of migration").
 //!
-//! May import: `engine::config` (`TaskInit`), `engine::fixed`, `crate::latency` and the model. Must never
+//! May import: `engine::config` (`TaskInit`), `engine::clock` (`Key`), `engine::fixed`, `crate::latency` and the model. Must never
 //! import the event loop, the dispatcher or placer bridges, or statistics:
 //! the engine moves a task between states; this room only keeps its books.
 
+use super::clock::Key;
 use super::config::TaskInit;
 use super::fixed::{cpu_for, work_in};
 use crate::latency::LatencyHist;
@@ -35,6 +36,17 @@ pub(super) enum St {
     Runnable,
     Running(CpuId),
     Done,
+}
+
+/// Where a task's latest completion plan stands in the event queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Plan {
+    /// None pending: it ran, was counted as superseded, or lies past the horizon.
+    Settled,
+    /// It has its own entry in the queue.
+    Queued,
+    /// It has no entry yet: an earlier entry of the task is queued and re-arms it when popped.
+    Waiting,
 }
 
 /// What a task is doing on its CPU (or waiting for).
@@ -101,8 +113,18 @@ pub(super) struct Task {
     pub(super) overlap: f64,
     pub(super) refill_left: u128,
     pub(super) seg_start: Nanos,
+    /// Bumped whenever the running op's completion may no longer hold (a plan
+    /// made under an older generation is stale).
     pub(super) gen: u32,
-    pub(super) sleep_gen: u32,
+    /// The latest completion planned (`Sim::plan_op`): its key and the generation it was made under.
+    pub(super) op_key: Key,
+    pub(super) op_gen: u32,
+    /// Whether `op_key` has its own entry in the queue, waits for one, or is settled.
+    pub(super) op_entry: Plan,
+    /// Key of this task's earliest completion entry in the queue (`Key::MAX`: none known).
+    pub(super) armed: Key,
+    /// Key of the last wake-up planned (the only one that may wake the task).
+    pub(super) wake_key: Key,
     pub(super) spin_used: Nanos,
     pub(super) pf_static_done: bool,
     pub(super) last_cpu: Option<CpuId>,
@@ -147,7 +169,11 @@ impl Task {
             refill_left: 0,
             seg_start: Nanos::ZERO,
             gen: 0,
-            sleep_gen: 0,
+            op_key: 0,
+            op_gen: 0,
+            op_entry: Plan::Settled,
+            armed: Key::MAX,
+            wake_key: 0,
             spin_used: Nanos::ZERO,
             pf_static_done: false,
             last_cpu: None,
