@@ -11,7 +11,8 @@
 //! timers and number of events, with nothing of a simulator's work besides
 //! the queue and round-robin runqueues — a binary heap of 16-byte keys
 //! `(time, kind|gen|id)`, a per-CPU `VecDeque` runqueue, a tick per busy CPU,
-//! a slice end per switch, accounting over every task each period, a
+//! a lazy slice timer per CPU (queued only when the deadline moves earlier,
+//! as the engine's), accounting over every task each period, a
 //! completion per compute segment (made stale when its task is preempted) and
 //! extra stale timers up to the simulator's superseded share. Its CPU ns per
 //! event is the floor the engine's is compared with (issue 19).
@@ -182,7 +183,8 @@ pub fn bound(spec: &BoundSpec) -> BoundFigures {
     let mut heap: BinaryHeap<Reverse<u128>> = BinaryHeap::with_capacity(4 * (ncpu + ntask));
     let mut rq: Vec<VecDeque<u32>> = vec![VecDeque::new(); ncpu];
     let mut curr: Vec<Option<u32>> = vec![None; ncpu];
-    let mut slice_gen = vec![0u32; ncpu];
+    let mut slice_at = vec![u64::MAX; ncpu];
+    let mut slice_ev = vec![u64::MAX; ncpu];
     let mut left = vec![spec.work_ns; ntask];
     let mut since = vec![0u64; ntask];
     let mut gen = vec![0u32; ntask];
@@ -200,22 +202,28 @@ pub fn bound(spec: &BoundSpec) -> BoundFigures {
                      heap: &mut BinaryHeap<Reverse<u128>>,
                      rq: &mut Vec<VecDeque<u32>>,
                      curr: &mut Vec<Option<u32>>,
-                     slice_gen: &mut Vec<u32>,
+                     slice_at: &mut Vec<u64>,
+                     slice_ev: &mut Vec<u64>,
                      left: &[u64],
                      since: &mut Vec<u64>,
                      gen: &[u32]| {
         let next = rq[c].pop_front();
         curr[c] = next;
-        slice_gen[c] = slice_gen[c].wrapping_add(1);
+        slice_at[c] = u64::MAX;
         if let Some(t) = next {
             let ti = t as usize;
             since[ti] = now;
             heap.push(Reverse(key(now + left[ti], DONE, gen[ti], t)));
-            heap.push(Reverse(key(now + spec.slice_ns, SLICE, slice_gen[c], c as u32)));
+            let at = now + spec.slice_ns;
+            slice_at[c] = at;
+            if at < slice_ev[c] {
+                slice_ev[c] = at;
+                heap.push(Reverse(key(at, SLICE, 0, c as u32)));
+            }
         }
     };
     for c in 0..ncpu {
-        switch_in(c, 0, &mut heap, &mut rq, &mut curr, &mut slice_gen, &left, &mut since, &gen);
+        switch_in(c, 0, &mut heap, &mut rq, &mut curr, &mut slice_at, &mut slice_ev, &left, &mut since, &gen);
         heap.push(Reverse(key(spec.tick_ns, TICK, 0, c as u32)));
     }
     heap.push(Reverse(key(spec.account_ns, ACCOUNT, 0, 0)));
@@ -236,10 +244,22 @@ pub fn bound(spec: &BoundSpec) -> BoundFigures {
                 heap.push(Reverse(key(now + spec.tick_ns, TICK, 0, id as u32)));
             }
             SLICE | DONE => {
-                let c = if tag >> 60 == SLICE { id } else { id % ncpu };
-                let live = if tag >> 60 == SLICE { g == slice_gen[c] } else { g == gen[id] };
+                let slice = tag >> 60 == SLICE;
+                let c = if slice { id } else { id % ncpu };
+                if slice && slice_ev[c] == now {
+                    slice_ev[c] = u64::MAX;
+                }
+                let live = if slice { slice_at[c] <= now } else { g == gen[id] };
                 if !live {
-                    stale = true;
+                    if slice {
+                        // The deadline moved later: re-arm the lazy timer.
+                        if slice_at[c] != u64::MAX && slice_at[c] < slice_ev[c] {
+                            slice_ev[c] = slice_at[c];
+                            heap.push(Reverse(key(slice_at[c], SLICE, 0, c as u32)));
+                        }
+                    } else {
+                        stale = true;
+                    }
                 } else if let Some(t) = curr[c] {
                     // Settle the running task; it goes to the back of its runqueue.
                     let ti = t as usize;
@@ -248,7 +268,18 @@ pub fn bound(spec: &BoundSpec) -> BoundFigures {
                     left[ti] = if left[ti] > ran { left[ti] - ran } else { spec.work_ns };
                     gen[ti] = gen[ti].wrapping_add(1);
                     rq[c].push_back(t);
-                    switch_in(c, now, &mut heap, &mut rq, &mut curr, &mut slice_gen, &left, &mut since, &gen);
+                    switch_in(
+                        c,
+                        now,
+                        &mut heap,
+                        &mut rq,
+                        &mut curr,
+                        &mut slice_at,
+                        &mut slice_ev,
+                        &left,
+                        &mut since,
+                        &gen,
+                    );
                 }
             }
             ACCOUNT => {
