@@ -1,7 +1,9 @@
 //! The event loop's clock: a queue of timed events in a total order, and the
 //! FIFO of effects due at the current instant.
 //!
-//! Design: one binary heap of 16-byte keys, earliest first. A key is the
+//! Design: one 4-ary min-heap of 16-byte keys, earliest first (a 4-ary heap
+//! is half as deep as a binary one, and its four children share a cache
+//! line: measured faster than `std`'s `BinaryHeap` on the bench cases). A key is the
 //! event's time (integer ns, the high 64 bits) and a tag (the low 64 bits):
 //! a sequence number (`SEQ_BITS`), then the event's kind and id. Sequence
 //! numbers grow with every event planned, so simultaneous events run in the
@@ -19,8 +21,6 @@
 //! of the engine: every other room schedules events through this one.
 
 use ampsched_model::{CpuId, Nanos, TaskId};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// An event kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,7 +109,7 @@ pub(crate) fn key_time(k: Key) -> Nanos {
 
 /// Timed events, earliest first; among equal times, first scheduled first.
 pub(crate) struct EventQueue {
-    heap: BinaryHeap<Reverse<Key>>,
+    heap: QuadHeap,
     seq: u64,
     /// Events keyed after this never run and are not stored.
     horizon: Key,
@@ -119,7 +119,7 @@ pub(crate) struct EventQueue {
 
 impl Default for EventQueue {
     fn default() -> Self {
-        EventQueue { heap: BinaryHeap::new(), seq: 0, horizon: Key::MAX, peak: 0 }
+        EventQueue { heap: QuadHeap::default(), seq: 0, horizon: Key::MAX, peak: 0 }
     }
 }
 
@@ -138,8 +138,8 @@ impl EventQueue {
         if key > self.horizon {
             return false;
         }
-        self.heap.push(Reverse(key));
-        self.peak = self.peak.max(self.heap.len());
+        self.heap.push(key);
+        self.peak = self.peak.max(self.heap.v.len());
         true
     }
 
@@ -165,14 +165,67 @@ impl EventQueue {
     /// The next event, its key and its time.
     #[inline]
     pub(crate) fn pop(&mut self) -> Option<(Key, Nanos, Ev)> {
-        let Reverse(k) = self.heap.pop()?;
+        let k = self.heap.pop()?;
         Some((k, key_time(k), Ev::decode(k as u64)))
     }
 
     /// Entries held now.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.heap.len()
+        self.heap.v.len()
+    }
+}
+
+/// A 4-ary min-heap of distinct keys: the children of `i` are `4i+1 ..= 4i+4`.
+#[derive(Default)]
+struct QuadHeap {
+    v: Vec<Key>,
+}
+
+impl QuadHeap {
+    #[inline]
+    fn push(&mut self, k: Key) {
+        let mut i = self.v.len();
+        self.v.push(k);
+        while i > 0 {
+            let p = (i - 1) / 4;
+            if self.v[p] <= k {
+                break;
+            }
+            self.v[i] = self.v[p];
+            i = p;
+        }
+        self.v[i] = k;
+    }
+
+    #[inline]
+    fn pop(&mut self) -> Option<Key> {
+        let last = self.v.pop()?;
+        let n = self.v.len();
+        if n == 0 {
+            return Some(last);
+        }
+        let top = self.v[0];
+        let mut i = 0;
+        loop {
+            let c = 4 * i + 1;
+            if c >= n {
+                break;
+            }
+            let mut m = c;
+            for j in c + 1..(c + 4).min(n) {
+                if self.v[j] < self.v[m] {
+                    m = j;
+                }
+            }
+            if self.v[m] >= last {
+                break;
+            }
+            self.v[i] = self.v[m];
+            i = m;
+        }
+        self.v[i] = last;
+        Some(top)
     }
 }
 
@@ -228,6 +281,17 @@ mod tests {
             q.push(Nanos(u64::MAX - 20 + i as u64), *e);
         }
         assert_eq!(drain(&mut q).into_iter().map(|(_, e)| e).collect::<Vec<_>>(), all.to_vec());
+    }
+
+    #[test]
+    fn the_heap_pops_a_shuffled_set_in_order() {
+        // 1000 distinct keys in a scrambled order (multiplication by a unit mod 1000).
+        let mut h = QuadHeap::default();
+        for i in 0..1000u128 {
+            h.push(i * 7919 % 1000);
+        }
+        let out: Vec<Key> = std::iter::from_fn(|| h.pop()).collect();
+        assert_eq!(out, (0..1000).collect::<Vec<_>>());
     }
 
     #[test]
