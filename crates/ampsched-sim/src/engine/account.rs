@@ -65,7 +65,10 @@ impl Sim {
         tk.period_run[cpu.class] += dt;
         self.series.run[tk.domain.idx()][cpu.class] += dt;
         match tk.act {
-            Act::Compute => tk.advance_compute(dt, fixed::cost(cpu.speed, tk.mem), cpu.avail),
+            Act::Compute => {
+                let cost = tk.cost_on(cpu.speed);
+                tk.advance_compute(dt, cost, cpu.avail)
+            }
             Act::Spin { .. } => {
                 tk.spin_ns += dt;
                 tk.spin_used += Nanos(dt);
@@ -108,7 +111,10 @@ impl Sim {
         tk.gen = tk.gen.wrapping_add(1);
         let cpu = &self.cpus[c.idx()];
         let at = match tk.act {
-            Act::Compute => self.now + tk.compute_wall(fixed::cost(cpu.speed, tk.mem), cpu.avail),
+            Act::Compute => {
+                let cost = tk.cost_on(cpu.speed);
+                self.now + tk.compute_wall(cost, cpu.avail)
+            }
             Act::Spin { limit: Some(l) } => self.now + l.saturating_sub(tk.spin_used),
             Act::Busy { until } => until.max(self.now),
             _ => return,

@@ -45,6 +45,10 @@ pub(super) fn cost(speed: f64, mem: f64) -> u64 {
 /// Work done in `cpu` (an amount of CPU time) at `cost`, rounded down.
 #[inline]
 pub(super) fn work_in(cpu: u128, cost: u64) -> u128 {
+    if cost.is_power_of_two() {
+        // A dyadic cost (speed 1 or 2 without memory share): a shift, the same quotient.
+        return (cpu << SHIFT) >> cost.trailing_zeros();
+    }
     (cpu << SHIFT) / cost as u128
 }
 
@@ -69,6 +73,13 @@ mod tests {
         let w = amount(10_000_000);
         assert_eq!(cpu_for(w, c), amount(6_250_000));
         assert_eq!(work_in(amount(6_250_000), c), w);
+        // A dyadic cost takes the shift: speed 2, no memory share, cost 0.5 = 2^31;
+        // 3 ns + one unit of CPU time do 6 ns + two units of work (shift and division agree).
+        let half = cost(2.0, 0.0);
+        assert_eq!(half, 1 << 31);
+        let cpu = amount(3) + 1;
+        assert_eq!(work_in(cpu, half), (cpu << SHIFT) / half as u128);
+        assert_eq!(work_in(cpu, half), amount(6) + 2);
         // Speed 3 (not dyadic): 2^32/3 = 1431655765.33 → 1431655765; the
         // inverse is still exact to one unit.
         let c = cost(3.0, 0.0);

@@ -12,8 +12,7 @@
 use super::clock::Pending;
 use super::fixed;
 use super::random;
-use super::sync::SyncKey;
-use super::task::{Act, St};
+use super::task::{Act, St, NO_SPEED};
 use super::{Sim, Stop};
 use ampsched_model::{CpuId, Nanos, Op, Schedule, TaskId, Wait};
 
@@ -33,7 +32,10 @@ impl Sim {
     pub(super) fn start_compute(&mut self, t: TaskId, work: u64, mem: f64, ws_kb: u32, overlap: f64) -> Outcome {
         let tk = &mut self.tasks[t.idx()];
         tk.work_left = fixed::amount(work);
-        tk.mem = mem;
+        if tk.mem.to_bits() != mem.to_bits() {
+            tk.mem = mem;
+            tk.cost_speed = NO_SPEED;
+        }
         tk.ws_kb = ws_kb;
         tk.overlap = overlap;
         tk.act = Act::Compute;
@@ -46,6 +48,7 @@ impl Sim {
         loop {
             let tk = &mut self.tasks[t.idx()];
             let op = tk.prog.ops[tk.pc as usize].clone();
+            let [obj, obj2] = tk.sync[tk.pc as usize];
             match op {
                 Op::Compute { work, mem, ws_kb, overlap } => {
                     if work.0 == 0 {
@@ -91,15 +94,13 @@ impl Sim {
                     }
                     return Outcome::Done;
                 }
-                Op::Barrier { id, wait } => {
-                    let key = SyncKey::Barrier(tk.group, id);
-                    if let Some(o) = self.barrier_arrive(t, key, wait) {
+                Op::Barrier { wait, .. } => {
+                    if let Some(o) = self.barrier_arrive(t, obj, wait) {
                         return o;
                     }
                 }
-                Op::BarrierN { id, parties, wait } => {
-                    let key = SyncKey::Barrier(tk.group, id);
-                    if let Some(o) = self.barrier_arrive_n(t, key, parties, wait) {
+                Op::BarrierN { parties, wait, .. } => {
+                    if let Some(o) = self.barrier_arrive_n(t, obj, parties, wait) {
                         return o;
                     }
                 }
@@ -112,9 +113,9 @@ impl Sim {
                     self.replan(t);
                     return Outcome::Busy;
                 }
-                Op::Timer { id, period, relative, start } => {
+                Op::Timer { period, relative, start, .. } => {
                     let now = self.now;
-                    let obj = self.sync.entry(SyncKey::Timer(tk.group, id)).or_default();
+                    let obj = &mut self.sync[obj as usize];
                     if !obj.init {
                         obj.init = true;
                         obj.at = start;
@@ -131,14 +132,14 @@ impl Sim {
                         return Outcome::Blocked;
                     }
                 }
-                Op::CondWait { id, wait } => {
-                    let obj = self.sync.entry(SyncKey::Cond(tk.group, id)).or_default();
+                Op::CondWait { wait, .. } => {
+                    let obj = &mut self.sync[obj as usize];
                     obj.waiters.push_back(t);
                     return self.enter_wait(t, wait);
                 }
-                Op::CondSignal { id, broadcast } => {
+                Op::CondSignal { broadcast, .. } => {
                     tk.pc += 1;
-                    let obj = self.sync.entry(SyncKey::Cond(tk.group, id)).or_default();
+                    let obj = &mut self.sync[obj as usize];
                     let n = if broadcast { obj.waiters.len() } else { obj.waiters.len().min(1) };
                     let ws: Vec<TaskId> = obj.waiters.drain(..n).collect();
                     for w in ws {
@@ -158,9 +159,8 @@ impl Sim {
                         self.flush_fx();
                     }
                 }
-                Op::Lock { id, wait } => {
-                    let key = SyncKey::Lock(tk.group, id);
-                    let obj = self.sync.entry(key).or_default();
+                Op::Lock { wait, .. } => {
+                    let obj = &mut self.sync[obj as usize];
                     if obj.owner.is_none() {
                         obj.owner = Some(t);
                         self.tasks[t.idx()].pc += 1;
@@ -170,19 +170,17 @@ impl Sim {
                         return self.enter_wait(t, wait);
                     }
                 }
-                Op::Unlock { id } => {
-                    let key = SyncKey::Lock(tk.group, id);
+                Op::Unlock { .. } => {
                     tk.pc += 1;
-                    let obj = self.sync.entry(key).or_default();
+                    let obj = &mut self.sync[obj as usize];
                     debug_assert_eq!(obj.owner, Some(t), "{t} unlocks a lock it does not hold");
                     obj.owner = obj.waiters.pop_front();
                     if let Some(w) = obj.owner {
                         self.release(w);
                     }
                 }
-                Op::Push { chan, capacity, wait } => {
-                    let key = SyncKey::Chan(tk.group, chan);
-                    let obj = self.sync.entry(key).or_default();
+                Op::Push { capacity, wait, .. } => {
+                    let obj = &mut self.sync[obj as usize];
                     if let Some(w) = obj.waiters.pop_front() {
                         // a consumer is waiting: hand the item over
                         self.tasks[t.idx()].pc += 1;
@@ -195,9 +193,8 @@ impl Sim {
                         return self.enter_wait(t, wait);
                     }
                 }
-                Op::Pop { chan, wait } => {
-                    let key = SyncKey::Chan(tk.group, chan);
-                    let obj = self.sync.entry(key).or_default();
+                Op::Pop { wait, .. } => {
+                    let obj = &mut self.sync[obj as usize];
                     if obj.count > 0 {
                         obj.count -= 1;
                         self.tasks[t.idx()].pc += 1;
@@ -214,12 +211,10 @@ impl Sim {
                         return self.enter_wait(t, wait);
                     }
                 }
-                Op::ParFor { id, work, schedule, mem, ws_kb, overlap, wait } => {
+                Op::ParFor { work, schedule, mem, ws_kb, overlap, wait, .. } => {
                     let n = self.group_size[tk.group as usize] as u64;
                     let rank = tk.rank as u64;
-                    let group = tk.group;
-                    let key = SyncKey::ParFor(group, id);
-                    let obj = self.sync.entry(key).or_default();
+                    let obj = &mut self.sync[obj as usize];
                     if !obj.init {
                         obj.init = true;
                         obj.remaining = work.0;
@@ -249,7 +244,7 @@ impl Sim {
                         obj.init = false;
                         obj.exited = 0;
                     }
-                    if let Some(o) = self.barrier_arrive(t, SyncKey::Barrier(group, id | 0x8000_0000), wait) {
+                    if let Some(o) = self.barrier_arrive(t, obj2, wait) {
                         return o;
                     }
                 }
@@ -257,15 +252,15 @@ impl Sim {
         }
     }
 
-    /// Arrive at a barrier: `None` when it completed (pc advanced), else how the task waits.
-    pub(super) fn barrier_arrive(&mut self, t: TaskId, key: SyncKey, wait: Wait) -> Option<Outcome> {
+    /// Arrive at barrier object `obj`: `None` when it completed (pc advanced), else how the task waits.
+    pub(super) fn barrier_arrive(&mut self, t: TaskId, obj: u32, wait: Wait) -> Option<Outcome> {
         let n = self.group_size[self.tasks[t.idx()].group as usize];
-        self.barrier_arrive_n(t, key, n, wait)
+        self.barrier_arrive_n(t, obj, n, wait)
     }
 
     /// Arrive at a barrier of `n` parties (see `barrier_arrive`).
-    pub(super) fn barrier_arrive_n(&mut self, t: TaskId, key: SyncKey, n: u32, wait: Wait) -> Option<Outcome> {
-        let obj = self.sync.entry(key).or_default();
+    pub(super) fn barrier_arrive_n(&mut self, t: TaskId, obj: u32, n: u32, wait: Wait) -> Option<Outcome> {
+        let obj = &mut self.sync[obj as usize];
         obj.arrived += 1;
         if obj.arrived >= n {
             obj.arrived = 0;

@@ -69,7 +69,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use series::Series;
 use std::collections::{BTreeMap, VecDeque};
-use sync::{SyncKey, SyncObj};
+use std::sync::Arc;
+use sync::SyncObj;
 use task::{Act, St, Task};
 
 /// The simulator state for one run.
@@ -90,7 +91,8 @@ pub struct Sim {
     now: Nanos,
     pending: VecDeque<Pending>,
     fx: Effects,
-    sync: BTreeMap<SyncKey, SyncObj>,
+    /// Sync objects by dense index (`sync::resolve`).
+    sync: Vec<SyncObj>,
     group_size: Vec<u32>,
     rng: ChaCha8Rng,
     seed: u64,
@@ -134,7 +136,21 @@ impl Sim {
             }
             group_size[g] += 1;
         }
-        let tasks: Vec<Task> = cfg.tasks.iter().map(|ti| Task::new(ti, nclass)).collect();
+        let mut tasks: Vec<Task> = cfg.tasks.iter().map(|ti| Task::new(ti, nclass)).collect();
+        // One program allocation per run of equal programs (a domain's vCPUs), and one
+        // table of sync-object indices per program and group.
+        let mut index = BTreeMap::new();
+        let mut tables: BTreeMap<(usize, u32), Arc<[[u32; 2]]>> = BTreeMap::new();
+        for i in 0..tasks.len() {
+            if i > 0 && !Arc::ptr_eq(&tasks[i].prog, &tasks[i - 1].prog) && tasks[i].prog == tasks[i - 1].prog {
+                tasks[i].prog = tasks[i - 1].prog.clone();
+            }
+            let tk = &mut tasks[i];
+            let key = (Arc::as_ptr(&tk.prog) as usize, tk.group);
+            tk.sync =
+                tables.entry(key).or_insert_with(|| sync::resolve(&tk.prog.ops, tk.group, &mut index).into()).clone();
+        }
+        let nsync = index.len();
         // A program that opens with `Affinity` (rt-app `cpus`) starts with that affinity.
         let first_mask = |t: &TaskInit| match t.program.ops.first() {
             Some(Op::Affinity { mask }) => *mask,
@@ -165,7 +181,7 @@ impl Sim {
             now: Nanos::ZERO,
             pending: VecDeque::new(),
             fx: Effects::default(),
-            sync: BTreeMap::new(),
+            sync: (0..nsync).map(|_| SyncObj::default()).collect(),
             group_size,
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             seed: cfg.seed,

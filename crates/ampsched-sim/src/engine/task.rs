@@ -20,7 +20,7 @@
 
 use super::clock::Key;
 use super::config::TaskInit;
-use super::fixed::{cpu_for, work_in};
+use super::fixed::{cost, cpu_for, work_in, ONE};
 use crate::latency::LatencyHist;
 use ampsched_model::{CpuId, DomainId, Nanos, Op, Program};
 use std::sync::Arc;
@@ -28,6 +28,9 @@ use std::sync::Arc;
 /// Work left below this amount (2^-12 ns) is done: a compute settled in
 /// several pieces (placer samples, noise changes) rounds each piece down.
 pub(super) const EPS: u128 = 1 << 20;
+
+/// `Task::cost_speed` when no cost is cached (a NaN's bits: no CPU has that speed).
+pub(super) const NO_SPEED: u64 = u64::MAX;
 
 /// Where a task is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +103,8 @@ impl Slack {
 pub(super) struct Task {
     pub(super) domain: DomainId,
     pub(super) prog: Arc<Program>,
+    /// Per op, the dense indices of the sync objects it uses (`sync::resolve`).
+    pub(super) sync: Arc<[[u32; 2]]>,
     pub(super) pc: u32,
     pub(super) loops: Vec<u32>,
     pub(super) group: u32,
@@ -109,6 +114,10 @@ pub(super) struct Task {
     pub(super) idle_vcpu: bool,
     pub(super) work_left: u128,
     pub(super) mem: f64,
+    /// `fixed::cost` of `mem` at speed `f64::from_bits(cost_speed)` (NaN bits: not
+    /// computed): the f64 arithmetic runs once per segment and speed, not per settle.
+    pub(super) cost_speed: u64,
+    pub(super) cost: u64,
     pub(super) ws_kb: u32,
     pub(super) overlap: f64,
     pub(super) refill_left: u128,
@@ -156,6 +165,7 @@ impl Task {
             domain: ti.domain,
             idle_vcpu: ti.program.ops.first() == Some(&Op::End),
             prog: ti.program.clone(),
+            sync: Arc::from(Vec::new()),
             pc: 0,
             loops: Vec::new(),
             group: ti.group,
@@ -164,6 +174,8 @@ impl Task {
             act: Act::Ready,
             work_left: 0,
             mem: 0.0,
+            cost_speed: NO_SPEED,
+            cost: 0,
             ws_kb: 0,
             overlap: 1.0,
             refill_left: 0,
@@ -195,6 +207,17 @@ impl Task {
         }
     }
 
+    /// CPU ns per ns of work (`fixed::cost`) of the current segment on a CPU of
+    /// `speed`, cached for the last speed.
+    #[inline]
+    pub(super) fn cost_on(&mut self, speed: f64) -> u64 {
+        if self.cost_speed != speed.to_bits() {
+            self.cost_speed = speed.to_bits();
+            self.cost = cost(speed, self.mem);
+        }
+        self.cost
+    }
+
     /// Account `dt` ns of computing at `cost` (CPU ns per ns of work, for this
     /// task's memory share on its CPU) on a CPU that leaves it the share `avail` of
     /// its time: the refill owed takes half of the CPU time until paid.
@@ -220,6 +243,7 @@ impl Task {
         // the halves rounded down), past it refill + need.
         let need = cpu_for(self.work_left, cost);
         let cpu = if need <= self.refill_left { 2 * need - 1 } else { self.refill_left + need };
-        Nanos(cpu.div_ceil(avail as u128) as u64)
+        // Without noise `avail` is one whole share: a shift, not a 128-bit division.
+        Nanos(if avail == ONE { cpu.div_ceil(ONE as u128) } else { cpu.div_ceil(avail as u128) } as u64)
     }
 }
