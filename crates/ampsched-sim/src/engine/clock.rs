@@ -3,7 +3,8 @@
 //!
 //! Design: one 4-ary min-heap of 16-byte keys, earliest first (a 4-ary heap
 //! is half as deep as a binary one, and its four children share a cache
-//! line: measured faster than `std`'s `BinaryHeap` on the bench cases). A key is the
+//! line; `ampsched bench` measures it, the bare loop of `--bound` uses `std`'s
+//! binary heap). A key is the
 //! event's time (integer ns, the high 64 bits) and a tag (the low 64 bits):
 //! a sequence number (`SEQ_BITS`), then the event's kind and id. Sequence
 //! numbers grow with every event planned, so simultaneous events run in the
