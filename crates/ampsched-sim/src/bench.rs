@@ -195,7 +195,7 @@ pub fn bound(spec: &BoundSpec) -> BoundFigures {
     }
     let mut f = BoundFigures::default();
     // The superseded share to reach (per mille of events), and extra stale timers queued.
-    let share = if spec.events > 0 { spec.superseded * 1000 / spec.events } else { 0 };
+    let share = (spec.superseded * 1000).checked_div(spec.events).unwrap_or(0);
     let mut owed = 0u64;
     let switch_in = |c: usize,
                      now: u64,
