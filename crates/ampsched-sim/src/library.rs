@@ -25,6 +25,14 @@
 //!   seed) into a bounded backlog; threads 1.. are a worker pool that pops
 //!   and serves them. Meant for duration-bounded runs (`stop.duration_s`):
 //!   `requests` is an upper bound the run normally does not reach.
+//! - `closed-server`: a server under a closed loop of clients, as load
+//!   generators drive one (SPECweb/TPC-style drivers, Menascé & Almeida's
+//!   closed queueing model): each of `clients` client threads thinks (an
+//!   exponential sleep of mean `think_ms`), sends one request and waits for
+//!   its reply before thinking again; the other threads are the worker pool.
+//!   Light and heavy load differ in the client count, not in a rate: a slow
+//!   machine slows its own clients down (response time lengthens the cycle)
+//!   instead of piling up a backlog (see [`build_closed_server`]).
 //! - `periodic`: independent threads that wake every period (random first
 //!   phase) for a little work — an idle guest's or dom0's timer ticks.
 //! - `blocked-lu`: SPLASH-2 LU as lu.c runs it — N/B block steps, 2 barriers
@@ -106,6 +114,7 @@ enum Template {
     Pipeline,
     Workqueue,
     Server,
+    ClosedServer,
     BlockedLu,
     Periodic,
 }
@@ -292,6 +301,28 @@ const SERVER_PARAMS: &[ParamDef] = &[
     OVERLAP,
 ];
 
+const CLOSED_SERVER_PARAMS: &[ParamDef] = &[
+    p(
+        "clients",
+        int(1, MAX_COUNT),
+        Val::I(10),
+        "client threads of the closed loop (the load: light = few, heavy = many)",
+    ),
+    p("think_ms", positive(MAX_TIME), Val::F(100.0), "mean client think time between a reply and the next request, ms"),
+    p("request_ms", float(0.0, MAX_TIME), Val::F(10.0), "work per request at speed 1.0, ms"),
+    p(
+        "requests",
+        int(1, MAX_COUNT),
+        Val::I(100_000),
+        "requests sent in all (an upper bound: runs normally stop at stop.duration_s first)",
+    ),
+    WAIT,
+    SPIN_LIMIT,
+    MEM,
+    WS_KB,
+    OVERLAP,
+];
+
 const BLOCKED_LU_PARAMS: &[ParamDef] = &[
     p("n", int(1, 1 << 20), Val::I(4096), "matrix order N (SPLASH-2 LU `-n`)"),
     p("block", int(1, 1 << 20), Val::I(16), "block size B (SPLASH-2 LU `-b`); block steps = ⌈N / B⌉"),
@@ -350,6 +381,12 @@ const TEMPLATES: &[(Template, &str, &str, &[ParamDef])] = &[
         "server",
         "thread 0 sends Poisson-arriving requests into a backlog; threads 1.. (a worker pool) serve them",
         SERVER_PARAMS,
+    ),
+    (
+        Template::ClosedServer,
+        "closed-server",
+        "a closed loop: client threads think, send a request and wait for its reply; the other threads serve",
+        CLOSED_SERVER_PARAMS,
     ),
     (
         Template::BlockedLu,
@@ -582,6 +619,7 @@ fn build(t: Template, r: &Resolved, threads: u32) -> Result<Vec<Program>, ModelE
         Template::Pipeline => Ok(build_pipeline(r, threads, m)),
         Template::Workqueue => build_workqueue(r, threads, m),
         Template::Server => build_server(r, threads, m),
+        Template::ClosedServer => build_closed_server(r, threads, m),
         Template::BlockedLu => build_blocked_lu(r, threads, m),
         Template::Periodic => build_periodic(r, threads, m),
     }
@@ -948,6 +986,67 @@ fn build_server(r: &Resolved, threads: u32, m: MemSpec) -> Result<Vec<Program>, 
     Ok(out)
 }
 
+/// `closed-server`: the last `clients` threads are clients, the first
+/// `threads − clients` (at least one) the worker pool. Client `c` =
+/// its share of `requests` (an equal split, remainder to the first) ×
+/// [SleepExp(`think_ms`); Push 0; Pop 1]; worker `w` = its share × [Pop 0;
+/// compute `request_ms`; Push 1]. Channel 0 holds the requests, channel 1 the
+/// replies; each has capacity `clients`, which never binds: a client has at
+/// most one request outstanding, so at most `clients` requests and replies
+/// are in flight. Pushes and pops of both channels balance exactly. A client
+/// takes whichever reply comes first, not necessarily its own; the loop
+/// stays closed (a client sends again only after a reply), which is what
+/// sets the load.
+///
+/// Why a closed loop (the interactive response-time law, Menascé & Almeida,
+/// *Capacity Planning for Web Services*, ch. 3; the drivers of SPECweb99 and
+/// SPECjbb2000 run a fixed number of clients or warehouses with think
+/// times): with `N` clients, think `Z` and response time `R`, throughput is
+/// `X = N / (Z + R)`, at most the machine's capacity. An open Poisson stream
+/// (template `server`) keeps arriving at its rate however slow the machine
+/// is; a closed loop slows down with the machine, so the offered load itself
+/// depends on the configuration. The client threads do no work: they stand
+/// for the remote load generator, and their wake-ups for a request's arrival.
+fn build_closed_server(r: &Resolved, threads: u32, m: MemSpec) -> Result<Vec<Program>, ModelError> {
+    let clients = r.i("clients");
+    if u64::from(threads) <= clients {
+        return Err(r.err(
+            "clients",
+            format!("{clients} clients need at least {} threads (clients + 1 worker), got {threads}", clients + 1),
+        ));
+    }
+    let cap = count_u32(clients, r, "clients", "clients")?;
+    let think = Nanos::from_ms_f64(r.f("think_ms"));
+    if think.0 == 0 {
+        return Err(r.err("think_ms", format!("too small: {} ms (at least 1 ns)", r.f("think_ms"))));
+    }
+    let requests = r.i("requests");
+    let work = Nanos::from_ms_f64(r.f("request_ms"));
+    let wait = wait_of(r);
+    let share = |n: u64, i: u64| requests / n + u64::from(i < requests % n);
+    let workers = u64::from(threads) - clients;
+    let mut out = Vec::with_capacity(threads as usize);
+    for w in 0..workers {
+        let mut b = Builder::new(m);
+        b.repeat(count_u32(share(workers, w), r, "requests", "requests")?, |b| {
+            b.push(Op::Pop { chan: 0, wait });
+            b.compute(work);
+            b.push(Op::Push { chan: 1, capacity: cap, wait: Wait::Block });
+        });
+        out.push(b.finish());
+    }
+    for c in 0..clients {
+        let mut b = Builder::new(m);
+        b.repeat(count_u32(share(clients, c), r, "requests", "requests")?, |b| {
+            b.push(Op::SleepExp { mean: think });
+            b.push(Op::Push { chan: 0, capacity: cap, wait: Wait::Block });
+            b.push(Op::Pop { chan: 1, wait: Wait::Block });
+        });
+        out.push(b.finish());
+    }
+    Ok(out)
+}
+
 // ---------------------------------------------------------------------------
 // The library
 // ---------------------------------------------------------------------------
@@ -1083,10 +1182,13 @@ impl Library {
                     format!("unknown template `{}`; templates: {}", entry.template, template_names()),
                 ));
             };
-            // Check the values now (and that the model builds), so bad data fails at load.
+            // Check the values now (and that the model builds at its smallest
+            // thread count: one, or a closed loop's clients plus one worker), so
+            // bad data fails at load.
             let path_of = |k: &str| at(k, &label);
             let r = resolve(&entry.template, defs, &entry.name, &[(&entry.params, &path_of)])?;
-            build(t, &r, 1)?;
+            let fewest = if t == Template::ClosedServer { r.i("clients").saturating_add(1) } else { 1 };
+            build(t, &r, u32::try_from(fewest).unwrap_or(u32::MAX))?;
             entries.push(entry);
             entry_lines.push(from);
         }
@@ -1337,7 +1439,9 @@ mod tests {
         let lib = Library::parse(BUILTIN_TEXT, BUILTIN_FILE).unwrap();
         assert_eq!(Library::builtin(), lib);
         for e in lib.entries() {
-            for threads in [1u32, 2, 3, 4, 8] {
+            // A closed-loop server needs its clients plus at least one worker.
+            let clients = e.params.get("clients").and_then(ParamValue::as_u64).unwrap_or(0) as u32;
+            for threads in [1u32, 2, 3, 4, 8].map(|t| t + clients) {
                 let progs = lib
                     .instantiate(&e.name, &Params::new(), threads, "test")
                     .unwrap_or_else(|err| panic!("{} × {threads}: {err}", e.name));
@@ -1356,7 +1460,8 @@ mod tests {
         // must be satisfiable at awkward and usual thread counts.
         let lib = Library::builtin();
         for e in lib.entries() {
-            for threads in [1u32, 2, 3, 6, 8] {
+            let clients = e.params.get("clients").and_then(ParamValue::as_u64).unwrap_or(0) as u32;
+            for threads in [1u32, 2, 3, 6, 8].map(|t| t + clients) {
                 let progs = lib.instantiate(&e.name, &Params::new(), threads, "test").unwrap();
                 run_to_completion(&progs).unwrap_or_else(|m| panic!("{} × {threads}: {m}", e.name));
             }
@@ -1560,6 +1665,41 @@ mod tests {
     }
 
     #[test]
+    fn closed_server_clients_think_send_and_wait() {
+        // 3 clients, 2 workers (5 threads), 7 requests, think 100 ms, 10 ms a request:
+        // clients send 7 / 3 → 3, 2, 2; workers serve 7 / 2 → 4, 3. Both channels balance:
+        // 7 pushes and 7 pops of requests (chan 0) and of replies (chan 1).
+        let o = params(&[("clients", int(3)), ("requests", int(7))]);
+        let progs = Library::builtin().instantiate("server-light", &o, 5, "t").unwrap();
+        let c: Vec<Counts> = progs.iter().map(counts).collect();
+        let pushes = |ch: u32| c.iter().map(|k| k.push.get(&ch).copied().unwrap_or(0)).sum::<u64>();
+        let pops = |ch: u32| c.iter().map(|k| k.pop.get(&ch).copied().unwrap_or(0)).sum::<u64>();
+        assert_eq!([pushes(0), pops(0), pushes(1), pops(1)], [7, 7, 7, 7]);
+        assert_eq!([c[0].pop[&0], c[1].pop[&0]], [4, 3]);
+        assert_eq!([c[2].push[&0], c[3].push[&0], c[4].push[&0]], [3, 2, 2]);
+        // Worker 0: 4 × 10 ms of work; clients do none, they think (exponential, mean 100 ms),
+        // send, then wait for a reply before thinking again.
+        assert_eq!(progs[0].total_work(), Nanos::from_ms(40));
+        assert_eq!(progs[2].total_work(), Nanos(0));
+        assert_eq!(
+            &progs[2].ops[1..4],
+            &[
+                Op::SleepExp { mean: Nanos::from_ms(100) },
+                Op::Push { chan: 0, capacity: 3, wait: Wait::Block },
+                Op::Pop { chan: 1, wait: Wait::Block },
+            ]
+        );
+        // Light vs heavy load is the client count: 12 and 36 clients thinking 100 ms offer at most
+        // 12 / 0.1 s = 120 and 36 / 0.1 s = 360 requests per second (X = N / (Z + R), R ≥ 10 ms).
+        let lib = Library::builtin();
+        let n = |m: &str| lib.get(m).unwrap().params.get("clients").and_then(ParamValue::as_u64).unwrap();
+        assert_eq!([n("server-light"), n("server-heavy")], [12, 36]);
+        // As many threads as clients leaves no worker: refused, naming the field.
+        let e = Library::builtin().instantiate("server-light", &o, 3, "t").unwrap_err();
+        assert!(e.to_string().contains("clients"), "{e}");
+    }
+
+    #[test]
     fn periodic_wakes_duration_over_period_times() {
         // guest-idle: HZ = 100 → a 10 ms period, 20 µs a tick, 60 s → 6000 wake-ups:
         // work 6000 × 20 µs = 120 ms; a random first phase, then 5999 periods of sleep.
@@ -1755,6 +1895,7 @@ mod tests {
                 "pipeline",
                 "workqueue",
                 "server",
+                "closed-server",
                 "blocked-lu",
                 "periodic"
             ]
