@@ -308,8 +308,9 @@ fn simulate(
         sim_machine(topo, o.slow, speed),
         file.display().to_string()
     );
-    let sc = Scenario::parse(&text, &file.display().to_string(), "validate", &Library::builtin())
+    let mut sc = Scenario::parse(&text, &file.display().to_string(), "validate", &Library::builtin())
         .map_err(|e| input_err(e.to_string()))?;
+    sc.wake_latency = true;
     let mut rows = Vec::new();
     for rep in 0..o.reps {
         let r = run_one(&Job { scenario: &sc, seed: 1 + rep as u64, dispatcher: None, placer: None })

@@ -76,7 +76,8 @@ pub struct TaskResult {
     /// Migrations across memory domains.
     pub migrations_remote: u64,
     /// Wake-up latencies (from leaving Blocked to running). Not in the JSON
-    /// (schema `ampsched.sim/1` unchanged); `ampsched validate` prints p50/p99.
+    /// (schema `ampsched.sim/1` unchanged); `ampsched validate` prints p50/p99. Empty
+    /// unless the run asked for it (`Scenario::wake_latency` / `SimConfig::wake_latency`).
     #[serde(skip)]
     pub wake_latency: LatencyHist,
     /// Slack and deadline misses of a periodic task (one that reaches rt-app

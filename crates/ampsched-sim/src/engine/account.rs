@@ -18,6 +18,7 @@ use ampsched_model::{CpuId, Nanos, TaskId};
 impl Sim {
     pub(super) fn set_state(&mut self, t: TaskId, st: St) {
         let now = self.now;
+        let record_wake = self.wake_latency;
         let tk = &mut self.tasks[t.idx()];
         let dt = (now - tk.state_since).0;
         match tk.st {
@@ -27,8 +28,9 @@ impl Sim {
         }
         tk.state_since = now;
         // Wake-up latency: from Blocked → Runnable to the next Running (a
-        // preempted task, Running → Runnable, is not woken).
+        // preempted task, Running → Runnable, is not woken). Only when asked for.
         match (tk.st, st) {
+            _ if !record_wake => {}
             (St::Blocked, St::Runnable) => tk.woke_at = Some(now),
             (St::Blocked, St::Running(_)) => tk.wake_lat.record(0),
             (_, St::Running(_)) => {

@@ -33,6 +33,9 @@ pub struct SimConfig {
     pub stop: Stop,
     /// Time-series interval.
     pub stats_interval: Nanos,
+    /// Record each task's wake-up latencies (`ampsched validate` asks for them); off by
+    /// default, as the per-wake-up update costs the XL bench about 10 % per event.
+    pub wake_latency: bool,
     /// Timed domain changes, sorted by time.
     pub events: Vec<(Nanos, DomainId, DomainChange)>,
 }

@@ -106,6 +106,8 @@ pub struct Sim {
     /// Key of the event being handled (0 before the first).
     last_key: clock::Key,
     stats_interval: Nanos,
+    /// Whether tasks' wake-up latencies are recorded (`SimConfig::wake_latency`).
+    wake_latency: bool,
     domain_events: Vec<(Nanos, DomainId, DomainChange)>,
     series: Series,
     /// Fast CPU idle while a slow CPU is busy.
@@ -192,6 +194,7 @@ impl Sim {
             ghosts: Vec::new(),
             last_key: 0,
             stats_interval: cfg.stats_interval,
+            wake_latency: cfg.wake_latency,
             domain_events: cfg.events,
             series: Series::new(nd, nclass),
             fisb: FastIdleSlowBusy::new(idle_fast, asymmetric),

@@ -122,6 +122,7 @@ fn config(topo: Topology, programs: Vec<Vec<Op>>, slice: Nanos) -> SimConfig {
         seed: 1,
         stop: Stop::AllDone { max: Nanos(10_000 * MS) },
         stats_interval: Nanos::ZERO,
+        wake_latency: true,
         events: Vec::new(),
     }
 }

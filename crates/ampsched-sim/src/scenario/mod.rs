@@ -63,6 +63,8 @@ pub struct Scenario {
     pub stop: Stop,
     /// Statistics interval.
     pub stats_interval: Nanos,
+    /// Record each task's wake-up latencies (not in the file: `ampsched validate` sets it).
+    pub wake_latency: bool,
     /// Timed domain changes, sorted by time.
     pub events: Vec<(Nanos, DomainId, DomainChange)>,
     /// What was read but ignored (an rt-app file's unknown `global` keys,
@@ -221,6 +223,7 @@ impl Scenario {
             runs,
             stop,
             stats_interval,
+            wake_latency: false,
             events,
             topo,
             domains,
@@ -274,6 +277,7 @@ impl Scenario {
             seed,
             stop: self.stop,
             stats_interval: self.stats_interval,
+            wake_latency: self.wake_latency,
             events: self.events.clone(),
         })
     }
