@@ -79,6 +79,7 @@ const RESTORE_EXAMPLES: &str = "Examples:
 const VALIDATE_EXAMPLES: &str = "Examples:
   ampsched validate scenarios/rtapp/periodic.json --sim-only
   ampsched validate scenarios/rtapp/periodic.json --placer aash --reps 3 --html validate.html
+  ampsched validate builtin:barrier-block --placer aash --slow 1:5000/10000   a built-in ampsched-workload program
   ampsched validate --suite scenarios/validate --slow 1:5000/10000 --json rows.json";
 
 const XEN_LAB_EXAMPLES: &str = "Examples:

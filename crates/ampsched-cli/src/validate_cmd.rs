@@ -1,8 +1,11 @@
 //! `ampsched validate`: the thin CLI over `ampsched_lab::validate` — detects
 //! the machine, installs the SIGINT/SIGTERM handler, writes the outputs.
 
+use ampsched_agent::control::DEFAULT_PERIOD_MS;
+use ampsched_agent::decide::agent_params;
 use ampsched_agent::{discover, Overrides};
-use ampsched_lab::validate::{self, Options, Slow};
+use ampsched_lab::validate::{self, Options, Slow, Workload};
+use ampsched_model::spec::PolicySpec;
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,8 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Arguments of `ampsched validate`.
 #[derive(Args, Debug)]
 pub struct ValidateArgs {
-    /// rt-app JSON workload (omit with --suite).
-    workload: Option<PathBuf>,
+    /// rt-app JSON file, or a built-in `ampsched-workload` program
+    /// `builtin:NAME[:threads=T,phases=P,phase_ms=W]` (NAME: barrier-block,
+    /// barrier-spin, phased, phased-spin, spin); omit with --suite.
+    workload: Option<String>,
     /// Run every *.json of this directory.
     #[arg(long)]
     suite: Option<PathBuf>,
@@ -47,8 +52,8 @@ extern "C" fn on_signal(_: libc::c_int) {
 /// Run `ampsched validate`.
 pub fn validate(a: ValidateArgs) -> Result<(), String> {
     let workloads = match (&a.workload, &a.suite) {
-        (Some(w), None) => vec![w.clone()],
-        (None, Some(d)) => validate::suite_files(d).map_err(|e| e.msg)?,
+        (Some(w), None) => vec![Workload::parse(w)?],
+        (None, Some(d)) => validate::suite_files(d).map_err(|e| e.msg)?.into_iter().map(Workload::RtApp).collect(),
         _ => return Err("give a WORKLOAD file or --suite DIR (not both)".into()),
     };
     let slow = a.slow.as_deref().map(Slow::parse).transpose()?;
@@ -58,6 +63,12 @@ pub fn validate(a: ValidateArgs) -> Result<(), String> {
     let d = discover(Path::new("/"), &Overrides::default()).map_err(|e| e.to_string())?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    // Each placer runs in the simulator with the parameters the agent gives it here.
+    let mut sim_params = std::collections::BTreeMap::new();
+    for p in &a.placers {
+        let spec = PolicySpec { name: p.clone(), params: Default::default() };
+        sim_params.insert(p.clone(), agent_params(&spec, DEFAULT_PERIOD_MS).map_err(|e| e.to_string())?);
+    }
     let o = Options {
         workloads,
         placers: a.placers,
@@ -66,7 +77,9 @@ pub fn validate(a: ValidateArgs) -> Result<(), String> {
         force: a.force,
         ampsched: exe.clone(),
         hog: dir.join("ampsched-hog"),
+        workload_bin: dir.join("ampsched-workload"),
         sim_only: a.sim_only,
+        sim_params,
     };
     // SAFETY: installing handlers that only store to an atomic.
     unsafe {

@@ -1,10 +1,11 @@
 //! `ampsched validate`: run an rt-app workload for real and in the
 //! simulator on the same topology, and compare (docs/validation.md).
 //!
-//! Real side: Debian's `rt-app FILE`, first under default Linux, then under
-//! the agent (`ampsched run --placer P -- rt-app FILE`) for each placer,
-//! interleaved (default, P1, P2, default, P1, … for `reps` rounds), with the
-//! RT hog (`ampsched-hog`) started by validate when `--slow` is given.
+//! Real side: Debian's `rt-app FILE` (or a built-in `ampsched-workload`
+//! program, [`Builtin`]), first under default Linux, then under the agent
+//! (`ampsched run --placer P -- rt-app FILE`) for each placer, interleaved
+//! (default, P1, P2, default, P1, … for `reps` rounds), with the RT hog
+//! (`ampsched-hog`) started by validate when `--slow` is given.
 //!
 //! Each run starts in a session of its own (`setsid`), whose autogroup gets
 //! nice −20 (`/proc/<pid>/autogroup`, kernel/sched/autogroup.c
@@ -29,9 +30,11 @@
 //! Instances of one rt-app task share its name; they are numbered `name-k`
 //! in thread-id order, as the simulator names them.
 //!
-//! Simulated side: the same file as a domain's rt-app workload on the same
-//! topology plus the hog as an RT load, dispatcher `linux`, placer `none` or
-//! P, seeds 1..=reps. Divergence = (sim − real) / real of the mean
+//! Simulated side: the same file as a domain's rt-app workload (a built-in
+//! program as the equivalent per-thread programs) on the same topology plus
+//! the hog as an RT load, dispatcher `linux`, placer `none` or P with the
+//! parameters the agent gives P on a real machine (`Options::sim_params`:
+//! e.g. aash's `time_credits = true`), seeds 1..=reps. Divergence = (sim − real) / real of the mean
 //! completion. A placer's effect is its mean completion minus default's;
 //! the signs agree, or the real effect is within the real run-to-run spread
 //! (max − min over default's repetitions) and is not counted.
@@ -43,12 +46,15 @@
 //! terminates the hog and the workload (the agent restores affinities on
 //! SIGTERM) and returns the rows so far, marked partial.
 
+mod builtin;
 mod schedtrace;
 
+use ampsched_model::spec::{Params, PolicySpec};
 use ampsched_model::{rtapp, Topology};
 use ampsched_sim::latency::LatencyHist;
 use ampsched_sim::runner::{run_one, Job};
 use ampsched_sim::{Library, Scenario};
+pub use builtin::{Builtin, BUILTINS};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -86,11 +92,39 @@ impl Slow {
     }
 }
 
+/// A workload to validate.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Workload {
+    /// An rt-app JSON file (run with Debian's `rt-app`).
+    RtApp(PathBuf),
+    /// A built-in `ampsched-workload` program (`builtin:NAME[:key=value,…]`).
+    Builtin(Builtin),
+}
+
+impl Workload {
+    /// A WORKLOAD argument: `builtin:…` or an rt-app file.
+    pub fn parse(s: &str) -> Result<Workload, String> {
+        if s.starts_with("builtin:") {
+            Builtin::parse(s).map(Workload::Builtin)
+        } else {
+            Ok(Workload::RtApp(PathBuf::from(s)))
+        }
+    }
+
+    /// The rows' `workload` field: the file's name, or the built-in's canonical label.
+    pub fn label(&self) -> String {
+        match self {
+            Workload::RtApp(f) => f.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
+            Workload::Builtin(b) => b.label(),
+        }
+    }
+}
+
 /// What to validate.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// rt-app JSON files.
-    pub workloads: Vec<PathBuf>,
+    /// rt-app files and built-in programs.
+    pub workloads: Vec<Workload>,
     /// Placers run under the agent (besides default Linux).
     pub placers: Vec<String>,
     /// Repetitions per configuration (and simulated seeds).
@@ -103,8 +137,15 @@ pub struct Options {
     pub ampsched: PathBuf,
     /// The `ampsched-hog` binary.
     pub hog: PathBuf,
+    /// The `ampsched-workload` binary (built-in workloads).
+    pub workload_bin: PathBuf,
     /// Skip the real runs (simulate only).
     pub sim_only: bool,
+    /// Per placer, the parameters it runs with in the simulator: the ones the
+    /// agent gives it on a real machine (its period and declared real-machine
+    /// values, `ampsched_agent::decide::agent_params`), so both bodies run the
+    /// same placer. A placer not listed runs with its defaults.
+    pub sim_params: BTreeMap<String, Params>,
 }
 
 /// One thread of one run.
@@ -180,14 +221,14 @@ pub struct Row {
 }
 
 impl Row {
-    fn new(workload: &Path, config: &str, source: &str, rep: u32, threads: Vec<ThreadRow>) -> Row {
+    fn new(workload: &str, config: &str, source: &str, rep: u32, threads: Vec<ThreadRow>) -> Row {
         let completion_s = threads.iter().map(|t| t.completion_s).fold(0.0, f64::max);
         let mut all = LatencyHist::new();
         for t in &threads {
             all.merge(&t.wake);
         }
         Row {
-            workload: workload.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
+            workload: workload.to_string(),
             config: config.into(),
             source: source.into(),
             rep,
@@ -216,6 +257,12 @@ pub struct Outcome {
     /// to the calibration (`probe_speed`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speed: Option<f64>,
+    /// CPU time of one `ampsched-workload` work unit, ns (built-ins; `probe_unit`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unit_ns: Option<f64>,
+    /// The parameters each placer ran with in the simulator (`Options::sim_params`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub placer_params: BTreeMap<String, Params>,
 }
 
 /// An error before anything started (exit 2) or while running (exit 1).
@@ -293,27 +340,63 @@ fn class_of(topo: &Topology, slow: Option<Slow>, cpu: u32) -> String {
     }
 }
 
-fn simulate(
-    file: &Path,
+/// What the simulator runs: the domain's workload as a TOML key, e.g.
+/// `workload = { rtapp = "f.json" }` or `tasks = [{ program = [...] }, …]`.
+struct SimInput {
+    label: String,
+    origin: String,
+    domain_key: String,
     nthreads: usize,
-    names: &[String],
+    names: Vec<String>,
+}
+
+impl SimInput {
+    fn rtapp(label: String, file: &Path, names: &[String]) -> SimInput {
+        SimInput {
+            label,
+            origin: file.display().to_string(),
+            domain_key: format!("workload = {{ rtapp = {:?} }}", file.display().to_string()),
+            nthreads: names.len(),
+            names: names.to_vec(),
+        }
+    }
+
+    fn builtin(b: &Builtin, phase_ns: u64, names: &[String]) -> SimInput {
+        SimInput {
+            label: b.label(),
+            origin: b.label(),
+            domain_key: format!("tasks = {}", b.sim_tasks(phase_ns)),
+            nthreads: b.threads as usize,
+            names: names.to_vec(),
+        }
+    }
+}
+
+fn simulate(
+    input: &SimInput,
     topo: &Topology,
     o: &Options,
     config: &str,
     speed: f64,
 ) -> Result<Vec<Row>, ValidateError> {
-    let placer = if config == "default" { "none" } else { config };
     let text = format!(
-        "name = \"validate\"\nseed = 1\n{}[dispatcher]\nname = \"linux\"\n[placer]\nname = \"{placer}\"\n[[domain]]\nname = \"w\"\nvcpus = {nthreads}\nworkload = {{ rtapp = {:?} }}\n",
+        "name = \"validate\"\nseed = 1\n{}[dispatcher]\nname = \"linux\"\n[placer]\nname = \"none\"\n[[domain]]\nname = \"w\"\nvcpus = {}\n{}\n",
         sim_machine(topo, o.slow, speed),
-        file.display().to_string()
+        input.nthreads,
+        input.domain_key
     );
-    let mut sc = Scenario::parse(&text, &file.display().to_string(), "validate", &Library::builtin())
-        .map_err(|e| input_err(e.to_string()))?;
+    let mut sc =
+        Scenario::parse(&text, &input.origin, "validate", &Library::builtin()).map_err(|e| input_err(e.to_string()))?;
     sc.wake_latency = true;
+    // The placer as the agent runs it (its real-machine parameters).
+    let placer = (config != "default").then(|| PolicySpec {
+        name: config.to_string(),
+        params: o.sim_params.get(config).cloned().unwrap_or_default(),
+    });
+    let names = &input.names;
     let mut rows = Vec::new();
     for rep in 0..o.reps {
-        let r = run_one(&Job { scenario: &sc, seed: 1 + rep as u64, dispatcher: None, placer: None })
+        let r = run_one(&Job { scenario: &sc, seed: 1 + rep as u64, dispatcher: None, placer: placer.clone() })
             .map_err(|e| run_err(e.to_string()))?;
         let threads: Vec<ThreadRow> = r
             .tasks
@@ -342,7 +425,7 @@ fn simulate(
                 .with_wake(t.wake_latency.clone())
             })
             .collect();
-        rows.push(Row::new(file, config, "sim", rep, threads));
+        rows.push(Row::new(&input.label, config, "sim", rep, threads));
     }
     Ok(rows)
 }
@@ -523,12 +606,34 @@ fn probe_speed(
         r#"{{"global": {{"calibration": {pload}, "log_size": "disable"}}, "tasks": {{"probe": {{"loop": 1, "phases": {{"p": {{"run": {PROBE_US}}}}}}}}}}}"#
     );
     std::fs::write(&f, text).map_err(|e| run_err(format!("{}: {e}", f.display())))?;
-    let Some(run) = run_real(rtapp, &f, "default", &["probe".to_string()], topo, o, stop)? else { return Ok(None) };
+    let Some(run) = run_real(&RealCmd::rtapp(rtapp, &f), "default", &["probe".to_string()], topo, o, stop)? else {
+        return Ok(None);
+    };
     let cpu: f64 = run.threads.iter().flat_map(|t| t.cpu_s_by_class.values()).sum();
     if cpu <= 0.0 {
         return Err(run_err("the speed probe's thread was not seen running".into()));
     }
     Ok(Some(probe_ratio(cpu)))
+}
+
+/// Work units of the unit probe (`ampsched-workload spin --threads 1`).
+const UNIT_PROBE_UNITS: u64 = 50_000;
+
+/// The CPU time of one `ampsched-workload` work unit on this machine, ns:
+/// one thread's `spin --units` measured in CPU time (sched_switch
+/// accounting), before the hog starts. `None` when stopped.
+fn probe_unit(dir: &Path, topo: &Topology, o: &Options, stop: &AtomicBool) -> Result<Option<f64>, ValidateError> {
+    let comm = builtin::comm_of(&o.workload_bin.to_string_lossy());
+    let args = ["spin", "--threads", "1", "--units", &UNIT_PROBE_UNITS.to_string()].map(String::from).to_vec();
+    let names = vec![format!("{comm}-0")];
+    let Some(run) = run_real(&RealCmd::workload(&o.workload_bin, args, dir), "default", &names, topo, o, stop)? else {
+        return Ok(None);
+    };
+    let cpu: f64 = run.threads.iter().flat_map(|t| t.cpu_s_by_class.values()).sum();
+    if cpu <= 0.0 {
+        return Err(run_err("the unit probe's thread was not seen running".into()));
+    }
+    Ok(Some(cpu * 1e9 / UNIT_PROBE_UNITS as f64))
 }
 
 /// Speed from the probe's CPU time (s), bounded to [0.25, 4].
@@ -548,10 +653,38 @@ struct RealRun {
 /// ignored and shows in `Row::autogroup`.
 const ISOLATE: &str = "echo -20 > /proc/self/autogroup 2>/dev/null; exec \"$@\"";
 
+/// The workload's command line for a real run.
+struct RealCmd {
+    /// Program and arguments.
+    argv: Vec<std::ffi::OsString>,
+    /// Working directory (rt-app writes per-thread logs, `rt-app-<task>-<k>.log`,
+    /// into its working directory even with `log_size` disabled: keep them out
+    /// of the caller's).
+    dir: PathBuf,
+    /// rt-app: its main thread sleeps on to `global.duration` once the
+    /// workload threads are gone, and is ended then.
+    rtapp: bool,
+}
+
+impl RealCmd {
+    fn rtapp(rtapp: &Path, file: &Path) -> RealCmd {
+        RealCmd {
+            argv: vec![rtapp.into(), file.into()],
+            dir: file.parent().unwrap_or(Path::new("/tmp")).to_path_buf(),
+            rtapp: true,
+        }
+    }
+
+    fn workload(bin: &Path, args: Vec<String>, dir: &Path) -> RealCmd {
+        let mut argv: Vec<std::ffi::OsString> = vec![bin.into()];
+        argv.extend(args.into_iter().map(Into::into));
+        RealCmd { argv, dir: dir.to_path_buf(), rtapp: false }
+    }
+}
+
 /// One real run; `None` when stopped.
 fn run_real(
-    rtapp: &Path,
-    file: &Path,
+    run: &RealCmd,
     config: &str,
     names: &[String],
     topo: &Topology,
@@ -560,20 +693,16 @@ fn run_real(
 ) -> Result<Option<RealRun>, ValidateError> {
     let mut cmd = Command::new("setsid");
     cmd.args(["sh", "-c", ISOLATE, "sh"]);
-    if config == "default" {
-        cmd.arg(rtapp);
-    } else {
+    if config != "default" {
         cmd.arg(&o.ampsched).arg("run").arg("--placer").arg(config);
         if let Some(sl) = o.slow {
             let fast: Vec<String> =
                 topo.cpus.iter().map(|c| c.id.0).filter(|c| *c != sl.cpu).map(|c| c.to_string()).collect();
             cmd.arg("--fast").arg(fast.join(","));
         }
-        cmd.arg("--").arg(rtapp);
+        cmd.arg("--");
     }
-    // rt-app writes per-thread logs (`rt-app-<task>-<k>.log`) into its working
-    // directory even with `log_size` disabled: keep them out of the caller's.
-    cmd.arg(file).current_dir(file.parent().unwrap_or(Path::new("/tmp"))).stdout(Stdio::null()).stderr(Stdio::null());
+    cmd.args(&run.argv).current_dir(&run.dir).stdout(Stdio::null()).stderr(Stdio::null());
     let tracer = schedtrace::Tracer::start().ok();
     let mut child = cmd.spawn().map_err(|e| run_err(format!("cannot start {config} run: {e}")))?;
     let root = child.id();
@@ -632,7 +761,7 @@ fn run_real(
             // Every workload thread has come and gone: rt-app's main thread
             // would sleep on to `global.duration`; end it (rt-app exits 0 on
             // SIGTERM).
-            if !ended && alive == 0 && tracks.len() >= names.len() {
+            if run.rtapp && !ended && alive == 0 && tracks.len() >= names.len() {
                 let _ = Command::new("kill").arg("-TERM").arg(p.to_string()).status();
                 ended = true;
             }
@@ -641,7 +770,7 @@ fn run_real(
     }
     let status = child.wait().map_err(|e| run_err(e.to_string()))?;
     if !status.success() && !ended {
-        return Err(run_err(format!("{config} run of {} exited with {status}", file.display())));
+        return Err(run_err(format!("{config} run of {:?} exited with {status}", run.argv)));
     }
     let traced = tracer.and_then(|t| t.finish().ok()).map(|text| schedtrace::parse(&text)).filter(|p| !p.lost);
     let (threads, measured) = match traced {
@@ -651,9 +780,18 @@ fn run_real(
     Ok(Some(RealRun { threads, measured, autogroup }))
 }
 
-/// An rt-app thread's comm (its task name, cut to 15 bytes) among `names`.
+/// A thread's comm among `names`: a name is the comm itself, the comm
+/// numbered (`comm-k`, instances), or a longer name the kernel cut to 15
+/// bytes. (Not a mere prefix: the agent's own threads, `ampsched`, must not
+/// pass for `ampsched-worklo-0`.)
 fn is_workload_thread(names: &[String], comm: &str) -> bool {
-    names.iter().any(|n| n.starts_with(comm) || comm.starts_with(n.as_str()))
+    names.iter().any(|n| {
+        n == comm
+            || n.strip_prefix(comm)
+                .and_then(|r| r.strip_prefix('-'))
+                .is_some_and(|k| k.bytes().all(|b| b.is_ascii_digit()))
+            || (comm.len() >= 15 && n.starts_with(comm))
+    })
 }
 
 /// rt-app names every instance of a task object alike (comm = the task
@@ -741,20 +879,35 @@ fn from_samples(
 /// Run every workload both ways. `stop` is polled (set it from a signal handler).
 pub fn validate(o: &Options, topo: &Topology, stop: &AtomicBool) -> Result<Outcome, ValidateError> {
     // Check everything first: nothing starts on bad input.
+    let comm = builtin::comm_of(&o.workload_bin.to_string_lossy());
     let mut work = Vec::new();
-    for f in &o.workloads {
-        let text = std::fs::read_to_string(f).map_err(|e| input_err(format!("{}: {e}", f.display())))?;
-        let app = rtapp::compile(&text, &f.display().to_string(), topo).map_err(|e| input_err(e.to_string()))?;
-        let names: Vec<String> = app.threads.iter().map(|t| t.name.clone()).collect();
-        let abs = std::fs::canonicalize(f).map_err(|e| input_err(format!("{}: {e}", f.display())))?;
-        work.push((abs, names));
+    for w in &o.workloads {
+        work.push(match w {
+            Workload::RtApp(f) => {
+                let text = std::fs::read_to_string(f).map_err(|e| input_err(format!("{}: {e}", f.display())))?;
+                let app =
+                    rtapp::compile(&text, &f.display().to_string(), topo).map_err(|e| input_err(e.to_string()))?;
+                let names: Vec<String> = app.threads.iter().map(|t| t.name.clone()).collect();
+                let abs = std::fs::canonicalize(f).map_err(|e| input_err(format!("{}: {e}", f.display())))?;
+                (w.label(), Some(abs), names)
+            }
+            Workload::Builtin(b) => (w.label(), None, b.names(&comm)),
+        });
     }
     if let Some(sl) = o.slow {
         if sl.cpu as usize >= topo.ncpus() {
             return Err(input_err(format!("--slow: CPU {} does not exist (0-{})", sl.cpu, topo.ncpus() - 1)));
         }
     }
-    let rtapp_bin = if o.sim_only { PathBuf::new() } else { find_rtapp()? };
+    let any_rtapp = work.iter().any(|w| w.1.is_some());
+    let any_builtin = work.iter().any(|w| w.1.is_none());
+    let rtapp_bin = if o.sim_only || !any_rtapp { PathBuf::new() } else { find_rtapp()? };
+    if !o.sim_only && any_builtin && !o.workload_bin.is_file() {
+        return Err(input_err(format!(
+            "{}: not found (built-in workloads run it; build it with `cargo build -p ampsched-agent`)",
+            o.workload_bin.display()
+        )));
+    }
     if !o.sim_only && !o.force {
         let la = load_avg().unwrap_or(0.0);
         if la > topo.ncpus() as f64 {
@@ -773,34 +926,75 @@ pub fn validate(o: &Options, topo: &Topology, stop: &AtomicBool) -> Result<Outco
     }
     let mut configs = vec!["default".to_string()];
     configs.extend(o.placers.iter().cloned());
-    let mut rows = Vec::new();
+    let placer_params: BTreeMap<String, Params> =
+        o.sim_params.iter().filter(|(k, _)| o.placers.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut out =
+        Outcome { rows: Vec::new(), partial: false, calibration_ns: None, speed: None, unit_ns: None, placer_params };
+    let builtin_of = |i: usize| match &o.workloads[i] {
+        Workload::Builtin(b) => Some(b),
+        Workload::RtApp(_) => None,
+    };
     if o.sim_only {
-        for (file, names) in &work {
+        // Nominal work: a built-in's phase is phase_ms, an rt-app `run` its nominal length.
+        for (i, (label, abs, names)) in work.iter().enumerate() {
+            let input = match (abs, builtin_of(i)) {
+                (Some(f), _) => SimInput::rtapp(label.clone(), f, names),
+                (None, Some(b)) => SimInput::builtin(b, (b.phase_ms * 1e6).round() as u64, names),
+                (None, None) => unreachable!("a workload is a file or a built-in"),
+            };
             for c in &configs {
-                rows.extend(simulate(file, names.len(), names, topo, o, c, 1.0)?);
+                out.rows.extend(simulate(&input, topo, o, c, 1.0)?);
             }
         }
-        return Ok(Outcome { rows, partial: false, calibration_ns: None, speed: None });
+        return Ok(out);
     }
-    // Real runs use calibrated copies; the simulator runs the same copies on
-    // a machine of the measured loop rate.
+    // Real runs of rt-app files use calibrated copies; the simulator runs the
+    // same copies on a machine of the measured loop rate. Built-ins are sized
+    // in work units of the measured cost.
     let tmp = TempDir::new()?;
-    let pload = calibrate(&rtapp_bin, &tmp.0)?;
-    let mut prepared = Vec::new();
-    for (file, _) in &work {
-        let text = std::fs::read_to_string(file).map_err(|e| input_err(format!("{}: {e}", file.display())))?;
-        let to = tmp.0.join(file.file_name().unwrap_or_default());
-        std::fs::write(&to, with_calibration(&text, pload)).map_err(|e| run_err(format!("{}: {e}", to.display())))?;
-        prepared.push(to);
-    }
-    let speed = match probe_speed(&rtapp_bin, &tmp.0, pload, topo, o, stop)? {
-        Some(s) => s,
-        None => return Ok(Outcome { rows, partial: true, calibration_ns: Some(pload), speed: None }),
-    };
-    for ((_, names), file) in work.iter().zip(&prepared) {
-        for c in &configs {
-            rows.extend(simulate(file, names.len(), names, topo, o, c, speed)?);
+    if any_rtapp {
+        let pload = calibrate(&rtapp_bin, &tmp.0)?;
+        out.calibration_ns = Some(pload);
+        match probe_speed(&rtapp_bin, &tmp.0, pload, topo, o, stop)? {
+            Some(s) => out.speed = Some(s),
+            None => {
+                out.partial = true;
+                return Ok(out);
+            }
         }
+    }
+    if any_builtin {
+        match probe_unit(&tmp.0, topo, o, stop)? {
+            Some(u) => out.unit_ns = Some(u),
+            None => {
+                out.partial = true;
+                return Ok(out);
+            }
+        }
+    }
+    let mut runs = Vec::new();
+    for (i, (label, abs, names)) in work.iter().enumerate() {
+        let (cmd, input, speed) = match (abs, builtin_of(i)) {
+            (Some(file), _) => {
+                let text = std::fs::read_to_string(file).map_err(|e| input_err(format!("{}: {e}", file.display())))?;
+                let to = tmp.0.join(file.file_name().unwrap_or_default());
+                let pload = out.calibration_ns.unwrap_or(0);
+                std::fs::write(&to, with_calibration(&text, pload))
+                    .map_err(|e| run_err(format!("{}: {e}", to.display())))?;
+                (RealCmd::rtapp(&rtapp_bin, &to), SimInput::rtapp(label.clone(), &to, names), out.speed.unwrap_or(1.0))
+            }
+            (None, Some(b)) => {
+                let unit = out.unit_ns.unwrap_or(1.0);
+                let units = b.phase_units(unit);
+                let phase_ns = (units as f64 * unit).round() as u64;
+                (RealCmd::workload(&o.workload_bin, b.args(units), &tmp.0), SimInput::builtin(b, phase_ns, names), 1.0)
+            }
+            (None, None) => unreachable!("a workload is a file or a built-in"),
+        };
+        for c in &configs {
+            out.rows.extend(simulate(&input, topo, o, c, speed)?);
+        }
+        runs.push((label.clone(), cmd, names.clone()));
     }
     let mut hog: Option<Child> = None;
     if let Some(sl) = o.slow {
@@ -816,21 +1010,20 @@ pub fn validate(o: &Options, topo: &Topology, stop: &AtomicBool) -> Result<Outco
         // Let the kernel's RT PELT signal settle (≈ 5 half-lives).
         std::thread::sleep(Duration::from_millis(200));
     }
-    let mut partial = false;
-    'outer: for ((file, names), run_file) in work.iter().zip(&prepared) {
+    'outer: for (label, cmd, names) in &runs {
         for rep in 0..o.reps {
             for c in &configs {
                 let la = load_avg();
-                match run_real(&rtapp_bin, run_file, c, names, topo, o, stop) {
+                match run_real(cmd, c, names, topo, o, stop) {
                     Ok(Some(run)) => {
-                        let mut row = Row::new(file, c, "real", rep, run.threads);
+                        let mut row = Row::new(label, c, "real", rep, run.threads);
                         row.load_avg = la;
                         row.measured = Some(run.measured.into());
                         row.autogroup = run.autogroup;
-                        rows.push(row);
+                        out.rows.push(row);
                     }
                     Ok(None) => {
-                        partial = true;
+                        out.partial = true;
                         break 'outer;
                     }
                     Err(e) => {
@@ -846,7 +1039,7 @@ pub fn validate(o: &Options, topo: &Topology, stop: &AtomicBool) -> Result<Outco
     if let Some(mut h) = hog.take() {
         terminate(&mut h);
     }
-    Ok(Outcome { rows, partial, calibration_ns: Some(pload), speed: Some(speed) })
+    Ok(out)
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -981,10 +1174,31 @@ pub fn report(out: &Outcome) -> String {
             300.0 / sp
         );
     }
+    if let Some(u) = out.unit_ns {
+        let _ = writeln!(
+            s,
+            "ampsched-workload unit: {u:.0} ns of CPU (probe, single thread; built-ins sized in whole units)"
+        );
+    }
+    for (placer, params) in &out.placer_params {
+        let kv: Vec<String> = params.iter().map(|(k, v)| format!("{k} = {}", param_text(v))).collect();
+        let _ = writeln!(s, "simulated {placer} runs with the agent's parameters: {}", kv.join(", "));
+    }
     if out.partial {
         let _ = writeln!(s, "PARTIAL: stopped before the end");
     }
     s
+}
+
+fn param_text(v: &ampsched_model::spec::ParamValue) -> String {
+    use ampsched_model::spec::ParamValue as V;
+    match v {
+        V::Bool(b) => b.to_string(),
+        V::Int(i) => i.to_string(),
+        V::Float(f) => f.to_string(),
+        V::Str(x) => format!("{x:?}"),
+        V::List(l) => format!("[{}]", l.iter().map(param_text).collect::<Vec<_>>().join(", ")),
+    }
 }
 
 /// The JSON document: `{"partial": …, "rows": [...]}`.
@@ -1038,10 +1252,8 @@ mod tests {
     #[test]
     fn divergence_and_effect_sign() {
         // default real 1.0, 1.1 (spread 0.1), sim 1.05; placer real 1.3 (effect +0.25), sim 1.2 (+0.15): same sign.
-        let row = |c: &str, src: &str, rep: u32, s: f64| Row {
-            completion_s: s,
-            ..Row::new(Path::new("w.json"), c, src, rep, vec![])
-        };
+        let row =
+            |c: &str, src: &str, rep: u32, s: f64| Row { completion_s: s, ..Row::new("w.json", c, src, rep, vec![]) };
         let rows = vec![
             row("default", "real", 0, 1.0),
             row("default", "real", 1, 1.1),
@@ -1090,6 +1302,21 @@ mod tests {
         assert!((rows[1].cpu_s_by_class["slow"] - 0.001).abs() < 1e-12);
         assert!((rows[0].completion_s - 0.002).abs() < 1e-12 && (rows[1].completion_s - 0.0015).abs() < 1e-12);
         assert_eq!(rows[0].migrations + rows[1].migrations, 0);
+    }
+
+    #[test]
+    fn workload_threads_are_matched_by_comm_not_by_any_prefix() {
+        // rt-app instances `w-0`, `w-1` share comm `w`; a long task name is cut to 15 bytes.
+        let names = vec!["w-0".to_string(), "w-1".to_string(), "a-very-long-task-name".to_string()];
+        assert!(is_workload_thread(&names, "w"));
+        assert!(is_workload_thread(&names, "a-very-long-tas"));
+        assert!(!is_workload_thread(&names, "rt-app"));
+        // The agent's threads (comm `ampsched`) are not `ampsched-workload`'s (`ampsched-worklo`).
+        let b = vec!["ampsched-worklo-0".to_string(), "ampsched-worklo-1".to_string()];
+        assert!(is_workload_thread(&b, "ampsched-worklo"));
+        assert!(!is_workload_thread(&b, "ampsched"));
+        assert_eq!(Workload::parse("x/y.json").unwrap().label(), "y.json");
+        assert!(Workload::parse("builtin:spin").unwrap().label().starts_with("builtin:spin:threads=2"));
     }
 
     #[test]
