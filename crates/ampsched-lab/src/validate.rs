@@ -300,7 +300,9 @@ pub fn suite_files(dir: &Path) -> Result<Vec<PathBuf>, ValidateError> {
 ///
 /// `speed` scales every class: the real machine's rate of rt-app loops
 /// relative to the calibration (`probe_speed`; 1.0 when not measured).
-pub fn sim_machine(topo: &Topology, slow: Option<Slow>, speed: f64) -> String {
+/// `phase_us` is where in its period the hog is when the workload starts
+/// ([`hog_phase_us`]).
+pub fn sim_machine(topo: &Topology, slow: Option<Slow>, speed: f64, phase_us: u64) -> String {
     let mut s = String::from("[machine]\n");
     let cls: Vec<(String, f64)> = match slow {
         Some(_) => vec![("fast".into(), speed), ("slow".into(), speed)],
@@ -326,11 +328,23 @@ pub fn sim_machine(topo: &Topology, slow: Option<Slow>, speed: f64) -> String {
     if let Some(sl) = slow {
         let _ = writeln!(
             s,
-            "[[machine.rt_load]]\ncpu = {}\nspin_us = {}\nperiod_us = {}",
+            "[[machine.rt_load]]\ncpu = {}\nspin_us = {}\nperiod_us = {}\nphase_us = {phase_us}",
             sl.cpu, sl.spin_us, sl.period_us
         );
     }
     s
+}
+
+/// The hog's phase for simulated repetition `rep` of `reps`: validate starts
+/// the hog once and each real run at an arbitrary time, so a real run meets
+/// the hog at a phase uniform over its period; the simulated repetitions
+/// spread over the period alike (rep k at k·period/reps, in whole ms so the
+/// linux model's accounting step, the gcd of the tick and the RT load's
+/// times, stays 1 ms), instead of every seed starting with the hog's
+/// window. Deterministic: the same repetition always gets the same phase.
+pub fn hog_phase_us(slow: &Slow, rep: u32, reps: u32) -> u64 {
+    let raw = slow.period_us * rep as u64 / reps.max(1) as u64;
+    (raw / 1000 * 1000).min(slow.period_us - 1)
 }
 
 fn class_of(topo: &Topology, slow: Option<Slow>, cpu: u32) -> String {
@@ -379,15 +393,19 @@ fn simulate(
     config: &str,
     speed: f64,
 ) -> Result<Vec<Row>, ValidateError> {
-    let text = format!(
-        "name = \"validate\"\nseed = 1\n{}[dispatcher]\nname = \"linux\"\n[placer]\nname = \"none\"\n[[domain]]\nname = \"w\"\nvcpus = {}\n{}\n",
-        sim_machine(topo, o.slow, speed),
-        input.nthreads,
-        input.domain_key
-    );
-    let mut sc =
-        Scenario::parse(&text, &input.origin, "validate", &Library::builtin()).map_err(|e| input_err(e.to_string()))?;
-    sc.wake_latency = true;
+    let scenario = |rep: u32| {
+        let phase = o.slow.map(|sl| hog_phase_us(&sl, rep, o.reps)).unwrap_or(0);
+        let text = format!(
+            "name = \"validate\"\nseed = 1\n{}[dispatcher]\nname = \"linux\"\n[placer]\nname = \"none\"\n[[domain]]\nname = \"w\"\nvcpus = {}\n{}\n",
+            sim_machine(topo, o.slow, speed, phase),
+            input.nthreads,
+            input.domain_key
+        );
+        let mut sc = Scenario::parse(&text, &input.origin, "validate", &Library::builtin())
+            .map_err(|e| input_err(e.to_string()))?;
+        sc.wake_latency = true;
+        Ok::<Scenario, ValidateError>(sc)
+    };
     // The placer as the agent runs it (its real-machine parameters).
     let placer = (config != "default").then(|| PolicySpec {
         name: config.to_string(),
@@ -396,6 +414,7 @@ fn simulate(
     let names = &input.names;
     let mut rows = Vec::new();
     for rep in 0..o.reps {
+        let sc = scenario(rep)?;
         let r = run_one(&Job { scenario: &sc, seed: 1 + rep as u64, dispatcher: None, placer: placer.clone() })
             .map_err(|e| run_err(e.to_string()))?;
         let threads: Vec<ThreadRow> = r
@@ -1353,15 +1372,22 @@ mod tests {
         // 300 ms of nominal `run` took 330 ms of CPU: speed 300 / 330 = 0.909.
         assert!((probe_ratio(0.330) - 0.9091).abs() < 1e-4);
         let topo = Topology::fast_slow(0, 1.0, 2, 1.0, 2);
-        let m = sim_machine(&topo, Some(Slow { cpu: 1, spin_us: 5000, period_us: 10000 }), 0.5);
+        let m = sim_machine(&topo, Some(Slow { cpu: 1, spin_us: 5000, period_us: 10000 }), 0.5, 0);
         assert!(m.contains("{ name = \"fast\", speed = 0.5 }, { name = \"slow\", speed = 0.5 }"), "{m}");
     }
 
     #[test]
     fn the_simulated_machine_declares_the_hog() {
         let topo = Topology::fast_slow(0, 1.0, 2, 1.0, 2);
-        let m = sim_machine(&topo, Some(Slow { cpu: 1, spin_us: 5000, period_us: 10000 }), 1.0);
-        assert!(m.contains("[[machine.rt_load]]\ncpu = 1\nspin_us = 5000\nperiod_us = 10000"), "{m}");
+        let sl = Slow { cpu: 1, spin_us: 5000, period_us: 10000 };
+        let m = sim_machine(&topo, Some(sl), 1.0, hog_phase_us(&sl, 2, 5));
+        assert!(m.contains("[[machine.rt_load]]\ncpu = 1\nspin_us = 5000\nperiod_us = 10000\nphase_us = 4000"), "{m}");
+        // Five repetitions meet the hog at 0, 2, 4, 6, 8 ms of its 10 ms period;
+        // three at 0, 3, 6 ms (k·10/3 = 3.33, 6.67 cut to whole ms).
+        let five: Vec<u64> = (0..5).map(|k| hog_phase_us(&sl, k, 5)).collect();
+        assert_eq!(five, vec![0, 2000, 4000, 6000, 8000]);
+        let three: Vec<u64> = (0..3).map(|k| hog_phase_us(&sl, k, 3)).collect();
+        assert_eq!(three, vec![0, 3000, 6000]);
         assert!(m.contains("{ class = \"fast\", mem_domain = 0, numa = 0 }, { class = \"slow\""), "{m}");
     }
 }
