@@ -30,5 +30,9 @@ esac
 # rt-app files in the wild reach hundreds of KiB: let inputs grow to 1 MiB there.
 max_len=65536
 [ "$target" = rtapp ] && max_len=1048576
-cargo +nightly fuzz run "$target" "$corpus" -- -max_total_time="$secs" -max_len="$max_len" \
+# AMPSCHED_FUZZ_FLAGS: extra cargo-fuzz flags, e.g. "-s none -a" for long runs
+# (no sanitizer: several times the executions per second on safe Rust; debug
+# assertions and overflow checks kept).
+# shellcheck disable=SC2086
+cargo +nightly fuzz run ${AMPSCHED_FUZZ_FLAGS:-} "$target" "$corpus" -- -max_total_time="$secs" -max_len="$max_len" \
   -print_final_stats=1 "$@"

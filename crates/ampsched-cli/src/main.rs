@@ -451,12 +451,11 @@ fn traced_runs(
         files.push((file, f));
     }
     let mut out = Vec::new();
-    for (j, (file, mut f)) in jobs.iter().zip(files) {
-        let (r, bytes) = match ampsched_sim::runner::run_traced(j, Default::default()) {
-            Ok(x) => x,
-            Err(e) => return Err(e.to_string()),
-        };
-        f.write_all(&bytes).map_err(|e| format!("{}: cannot write the trace: {e}", file.display()))?;
+    for (j, (file, f)) in jobs.iter().zip(files) {
+        // Streamed to the file as the run goes: memory stays bounded whatever the duration.
+        let w = Box::new(std::io::BufWriter::with_capacity(1 << 16, f));
+        let (r, written) = ampsched_sim::runner::run_traced_to(j, Default::default(), w).map_err(|e| e.to_string())?;
+        written.map_err(|e| format!("{}: cannot write the trace: {e}", file.display()))?;
         out.push(Ok(r));
     }
     Ok(out)

@@ -277,6 +277,14 @@ impl TraceWriter {
         std::mem::take(&mut self.out)
     }
 
+    /// Hand over the packets completed so far, leaving each CPU's unflushed
+    /// ftrace events buffered: the concatenation of every `take_completed`
+    /// and the final `finish` is exactly the bytes `finish` alone returns
+    /// (a streaming recorder keeps its memory bounded this way).
+    pub fn take_completed(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.out)
+    }
+
     /// Flush every CPU's ftrace events and return the trace bytes.
     pub fn finish(mut self) -> Vec<u8> {
         for c in 0..self.bundles.len() {
@@ -477,6 +485,31 @@ mod tests {
         assert_ne!(w.len(), 0, "the 1490th event reaches 32 KiB and flushes");
         w.waking(100_000, 0, th);
         assert_eq!(bundles(&decode(&w.finish())), vec![(0, 1490), (0, 1)]);
+    }
+
+    #[test]
+    fn completed_packets_taken_along_the_way_concatenate_to_finish_byte_for_byte() {
+        let th = ThreadRef { tid: 5, name: "t" };
+        let (mut whole, mut parts) = (TraceWriter::new(2), TraceWriter::new(2));
+        let mut streamed = Vec::new();
+        for k in 0..4000u64 {
+            for w in [&mut whole, &mut parts] {
+                w.waking(k, (k % 2) as usize, th);
+                if k % 500 == 0 {
+                    let c = w.counter_track("c", None);
+                    w.counter(k, c, k as f64);
+                }
+            }
+            if k % 700 == 0 {
+                let before = parts.bundles.iter().map(|b| b.0.len()).sum::<usize>();
+                streamed.extend(parts.take_completed());
+                assert_eq!(parts.len(), 0, "nothing completed is kept");
+                let after = parts.bundles.iter().map(|b| b.0.len()).sum::<usize>();
+                assert_eq!(before, after, "per-CPU events stay buffered (no extra bundle boundary)");
+            }
+        }
+        streamed.extend(parts.finish());
+        assert!(streamed == whole.finish(), "same bytes as one finish");
     }
 
     #[test]

@@ -69,9 +69,24 @@ where
 
 /// Run one job with a trace: its results (equal to an untraced run's) and the trace bytes.
 pub fn run_traced(job: &Job, opts: TraceOptions) -> Result<(RunResult, Vec<u8>), ScenarioError> {
+    Ok(traced_sim(job, opts)?.run_traced(opts))
+}
+
+/// Run one job writing its trace through to `out` as it goes (memory bounded
+/// whatever the duration; the same bytes as `run_traced`): its results, and
+/// the first error writing `out`.
+pub fn run_traced_to(
+    job: &Job,
+    opts: TraceOptions,
+    out: Box<dyn std::io::Write + Send>,
+) -> Result<(RunResult, std::io::Result<()>), ScenarioError> {
+    Ok(traced_sim(job, opts)?.run_traced_to(opts, out))
+}
+
+fn traced_sim(job: &Job, opts: TraceOptions) -> Result<Sim, ScenarioError> {
     if opts.sample_period.0 == 0 {
         return Err(ScenarioError::plain(&job.scenario.file, "", "the trace sampling period must be > 0".into()));
     }
     let cfg = job.scenario.config(job.seed, job.dispatcher.as_ref(), job.placer.as_ref())?;
-    Ok(Sim::new(cfg).run_traced(opts))
+    Ok(Sim::new(cfg))
 }

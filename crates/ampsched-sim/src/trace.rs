@@ -24,6 +24,12 @@
 //! only reads engine state, so a traced run's results equal an untraced
 //! run's, and the same scenario and seed give a byte-identical trace.
 //!
+//! Streaming: completed packets leave the recorder every sampling period once
+//! `STREAM_CHUNK_BYTES` of them have gathered; `ampsched sim --trace` writes
+//! them to the file as the run goes (`runner::run_traced_to`), so a traced
+//! run's memory is bounded like an untraced one's whatever its duration, and
+//! the file holds the same bytes as an in-memory trace (`run_traced`).
+//!
 //! Units: timestamps are simulated nanoseconds from 0 (Perfetto's default
 //! boot-time clock); frequencies are kHz as in the kernel's `cpu_frequency`.
 //!
@@ -70,14 +76,60 @@ pub(crate) struct Sample<'a> {
     pub placer_changes: u64,
 }
 
-/// Where a recorder leaves the finished trace (shared with `Sim::run_traced`).
+/// Completed packets a recorder holds before handing them to its sink: a
+/// streamed trace (`ampsched sim --trace`) keeps at most about this much of
+/// itself in memory, plus each CPU's unflushed bundle (32 KiB) and one
+/// sampling period's packets, whatever the simulated duration.
+pub const STREAM_CHUNK_BYTES: usize = 1 << 20;
+
+/// Where a recorder's bytes go (shared with `Sim::run_traced*`): kept in
+/// memory (`run_traced`), or written through to a file as the run goes
+/// (`run_traced_to`), the first write error kept and later bytes dropped.
 #[derive(Clone, Default)]
-pub(crate) struct TraceSink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+pub(crate) struct TraceSink(std::sync::Arc<std::sync::Mutex<SinkState>>);
+
+#[derive(Default)]
+pub(crate) struct SinkState {
+    buf: Vec<u8>,
+    out: Option<Box<dyn std::io::Write + Send>>,
+    err: Option<std::io::Error>,
+}
 
 impl TraceSink {
-    /// The bytes written so far (and clear).
+    /// A sink writing through to `out`.
+    pub(crate) fn to_writer(out: Box<dyn std::io::Write + Send>) -> TraceSink {
+        TraceSink(std::sync::Arc::new(std::sync::Mutex::new(SinkState { out: Some(out), ..Default::default() })))
+    }
+
+    fn put(&self, bytes: Vec<u8>) {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let s = &mut *s;
+        match &mut s.out {
+            None => s.buf.extend_from_slice(&bytes),
+            Some(_) if s.err.is_some() => {}
+            Some(w) => {
+                if let Err(e) = w.write_all(&bytes) {
+                    s.err = Some(e);
+                }
+            }
+        }
+    }
+
+    /// The bytes kept in memory (and clear).
     pub(crate) fn take(&self) -> Vec<u8> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+        std::mem::take(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()).buf)
+    }
+
+    /// Flush the writer: the first write or flush error, if any.
+    pub(crate) fn close(&self) -> std::io::Result<()> {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = s.err.take() {
+            return Err(e);
+        }
+        match &mut s.out {
+            Some(w) => w.flush(),
+            None => Ok(()),
+        }
     }
 }
 
@@ -232,6 +284,9 @@ impl TraceRecorder {
         let u = self.track(3, 0, "placer", "placer.affinity_changes".into(), None);
         self.counter(now, u, s.placer_changes as f64);
         self.last_sample = now;
+        if self.w.len() >= STREAM_CHUNK_BYTES {
+            self.sink.put(self.w.take_completed());
+        }
     }
 
     /// The sampling period.
@@ -239,8 +294,8 @@ impl TraceRecorder {
         self.opts.sample_period
     }
 
-    /// Flush every CPU's events and hand the trace bytes to the sink.
+    /// Flush every CPU's events and hand the rest of the trace to the sink.
     pub(crate) fn finish(self) {
-        *self.sink.0.lock().unwrap_or_else(|e| e.into_inner()) = self.w.finish();
+        self.sink.put(self.w.finish());
     }
 }

@@ -3,8 +3,8 @@
 //! counts against the simulator's own figures (run time, migrations, noise).
 
 use ampsched_model::Nanos;
-use ampsched_sim::runner::{run_one, run_traced, Job};
-use ampsched_sim::trace::TraceOptions;
+use ampsched_sim::runner::{run_one, run_traced, run_traced_to, Job};
+use ampsched_sim::trace::{TraceOptions, STREAM_CHUNK_BYTES};
 use ampsched_sim::{Library, RunResult, Scenario};
 use std::collections::BTreeMap;
 
@@ -346,4 +346,57 @@ fn rt_app_threads_keep_their_names_in_results_and_trace_and_periodic_ones_report
     let j = serde_json::to_value(&r.tasks[0]).unwrap();
     assert_eq!(j["name"], "render");
     assert_eq!(j["periodic"]["periods"], p.periods);
+}
+
+/// A writer recording every write it is given.
+#[derive(Clone, Default)]
+struct Chunks(std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>);
+
+impl std::io::Write for Chunks {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().push(b.to_vec());
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_long_trace_is_streamed_in_bounded_chunks_with_the_same_bytes() {
+    // 80 s of the test scenario: about 5 MiB of trace.
+    let sc = scenario(&SCENARIO.replace("duration_s = 1", "duration_s = 80"));
+    let job = Job { scenario: &sc, seed: 2, dispatcher: None, placer: None };
+    let (r_mem, whole) = run_traced(&job, TraceOptions::default()).unwrap();
+    let chunks = Chunks::default();
+    let (r_stream, written) = run_traced_to(&job, TraceOptions::default(), Box::new(chunks.clone())).unwrap();
+    written.unwrap();
+    let parts = chunks.0.lock().unwrap().clone();
+    let streamed: Vec<u8> = parts.concat();
+    assert!(streamed == whole, "the streamed file is byte-identical to the in-memory trace");
+    assert_eq!(serde_json::to_string(&r_stream).unwrap(), serde_json::to_string(&r_mem).unwrap());
+    assert!(whole.len() > 3 * STREAM_CHUNK_BYTES, "long enough to need streaming: {} bytes", whole.len());
+    // Handed over as the run went: several chunks, none much past the chunk size
+    // (the threshold plus one 10 ms sampling period of packets).
+    assert!(parts.len() >= 3, "{} writes", parts.len());
+    let biggest = parts.iter().map(Vec::len).max().unwrap();
+    assert!(biggest < STREAM_CHUNK_BYTES + STREAM_CHUNK_BYTES / 4, "a chunk of {biggest} bytes");
+}
+
+#[test]
+fn a_failing_trace_writer_reports_its_error_and_the_run_still_completes() {
+    struct Full;
+    impl std::io::Write for Full {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::new(std::io::ErrorKind::StorageFull, "disk full"))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let sc = scenario(SCENARIO);
+    let job = Job { scenario: &sc, seed: 2, dispatcher: None, placer: None };
+    let (r, written) = run_traced_to(&job, TraceOptions::default(), Box::new(Full)).unwrap();
+    assert_eq!(written.unwrap_err().kind(), std::io::ErrorKind::StorageFull);
+    assert_eq!(serde_json::to_string(&r).unwrap(), serde_json::to_string(&run_one(&job).unwrap()).unwrap());
 }

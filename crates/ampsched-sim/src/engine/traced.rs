@@ -14,9 +14,27 @@ use ampsched_model::{CpuId, Nanos, TaskId};
 impl Sim {
     /// Run to the stop condition recording a Perfetto trace (see `trace`): the
     /// results (the same as `run`'s) and the trace bytes.
-    pub fn run_traced(mut self, opts: TraceOptions) -> (RunResult, Vec<u8>) {
-        let n_fast = self.cpus.iter().filter(|c| c.fast).count() as u32;
+    pub fn run_traced(self, opts: TraceOptions) -> (RunResult, Vec<u8>) {
         let sink = TraceSink::default();
+        let r = self.run_into(opts, sink.clone());
+        (r, sink.take())
+    }
+
+    /// `run_traced` writing the trace through to `out` as the run goes (memory
+    /// bounded, see `trace::STREAM_CHUNK_BYTES`): the results, and the first
+    /// error writing or flushing `out`. The bytes written equal `run_traced`'s.
+    pub fn run_traced_to(
+        self,
+        opts: TraceOptions,
+        out: Box<dyn std::io::Write + Send>,
+    ) -> (RunResult, std::io::Result<()>) {
+        let sink = TraceSink::to_writer(out);
+        let r = self.run_into(opts, sink.clone());
+        (r, sink.close())
+    }
+
+    fn run_into(mut self, opts: TraceOptions, sink: TraceSink) -> RunResult {
+        let n_fast = self.cpus.iter().filter(|c| c.fast).count() as u32;
         let names: Vec<Option<&str>> = self.tasks.iter().map(|t| t.name.as_deref()).collect();
         let mut tr =
             TraceRecorder::new(&self.domains, &self.views, &names, self.cpus.len(), n_fast, opts, sink.clone());
@@ -31,8 +49,7 @@ impl Sim {
         }
         self.push(opts.sample_period, Ev::TraceSample);
         self.trace = Some(Box::new(tr));
-        let r = self.run();
-        (r, sink.take())
+        self.run()
     }
 
     /// A CPU switches to `t` (traced runs only).
