@@ -80,7 +80,8 @@ const VALIDATE_EXAMPLES: &str = "Examples:
   ampsched validate scenarios/rtapp/periodic.json --sim-only
   ampsched validate scenarios/rtapp/periodic.json --placer aash --reps 3 --html validate.html
   ampsched validate builtin:barrier-block --placer aash --slow 1:5000/10000   a built-in ampsched-workload program
-  ampsched validate --suite scenarios/validate --slow 1:5000/10000 --json rows.json";
+  ampsched validate --suite scenarios/validate --slow 1:5000/10000 --json rows.json
+  ampsched validate --suite scenarios/validate --slow 1:5000/10000 --resim rows.json   the simulator again vs those real runs";
 
 const XEN_LAB_EXAMPLES: &str = "Examples:
   ampsched xen-lab smoke                          build, boot, check (CI's smoke test)

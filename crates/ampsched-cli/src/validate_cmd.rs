@@ -41,6 +41,10 @@ pub struct ValidateArgs {
     /// Simulate only (no real runs).
     #[arg(long)]
     sim_only: bool,
+    /// No real runs: simulate again against the real rows of an earlier
+    /// `--json` file of this machine (its calibration, speed and unit).
+    #[arg(long, value_name = "FILE")]
+    resim: Option<PathBuf>,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -86,7 +90,16 @@ pub fn validate(a: ValidateArgs) -> Result<(), String> {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
-    let out = match validate::validate(&o, &d.topo, &STOP) {
+    let result = match &a.resim {
+        Some(f) => {
+            let text = std::fs::read_to_string(f).map_err(|e| format!("--resim: {}: {e}", f.display()))?;
+            let recorded: validate::Outcome = serde_json::from_str(&text)
+                .map_err(|e| format!("--resim: {}: not a validate --json file: {e}", f.display()))?;
+            validate::resimulate(&o, &d.topo, &recorded)
+        }
+        None => validate::validate(&o, &d.topo, &STOP),
+    };
+    let out = match result {
         Ok(out) => out,
         Err(e) if e.input => return Err(e.msg),
         Err(e) => {

@@ -55,7 +55,7 @@ use ampsched_sim::latency::LatencyHist;
 use ampsched_sim::runner::{run_one, Job};
 use ampsched_sim::{Library, Scenario};
 pub use builtin::{Builtin, BUILTINS};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -149,7 +149,7 @@ pub struct Options {
 }
 
 /// One thread of one run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ThreadRow {
     /// rt-app's thread name.
     pub name: String,
@@ -189,7 +189,7 @@ impl ThreadRow {
 }
 
 /// One run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Row {
     /// Workload file name.
     pub workload: String,
@@ -244,7 +244,7 @@ impl Row {
 }
 
 /// A validation's outcome.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Outcome {
     /// Every run.
     pub rows: Vec<Row>,
@@ -261,7 +261,7 @@ pub struct Outcome {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unit_ns: Option<f64>,
     /// The parameters each placer ran with in the simulator (`Options::sim_params`).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub placer_params: BTreeMap<String, Params>,
 }
 
@@ -1061,6 +1061,67 @@ pub fn validate(o: &Options, topo: &Topology, stop: &AtomicBool) -> Result<Outco
     Ok(out)
 }
 
+/// Simulate again against the real rows of a recorded validate (`--json`
+/// of an earlier run on this machine): no real run; the recorded
+/// calibration, speed and unit size the simulated work as they did then.
+/// The report compares the current simulator with the recorded real runs
+/// (their wake-up latencies are not in the JSON: shown as `-`).
+pub fn resimulate(o: &Options, topo: &Topology, recorded: &Outcome) -> Result<Outcome, ValidateError> {
+    let comm = builtin::comm_of(&o.workload_bin.to_string_lossy());
+    let mut configs = vec!["default".to_string()];
+    configs.extend(o.placers.iter().cloned());
+    let placer_params: BTreeMap<String, Params> =
+        o.sim_params.iter().filter(|(k, _)| o.placers.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut out = Outcome {
+        rows: Vec::new(),
+        partial: recorded.partial,
+        calibration_ns: recorded.calibration_ns,
+        speed: recorded.speed,
+        unit_ns: recorded.unit_ns,
+        placer_params,
+    };
+    let tmp = TempDir::new()?;
+    for w in &o.workloads {
+        let label = w.label();
+        let real: Vec<Row> = recorded
+            .rows
+            .iter()
+            .filter(|r| r.source == "real" && r.workload == label && configs.contains(&r.config))
+            .cloned()
+            .collect();
+        if real.is_empty() {
+            return Err(input_err(format!("--resim: no real rows of `{label}` in the recorded run")));
+        }
+        let (input, speed) = match w {
+            Workload::RtApp(f) => {
+                let text = std::fs::read_to_string(f).map_err(|e| input_err(format!("{}: {e}", f.display())))?;
+                let app =
+                    rtapp::compile(&text, &f.display().to_string(), topo).map_err(|e| input_err(e.to_string()))?;
+                let names: Vec<String> = app.threads.iter().map(|t| t.name.clone()).collect();
+                let pload = recorded.calibration_ns.ok_or_else(|| {
+                    input_err("--resim: the recorded run has no calibration_ns (rt-app workloads need it)".into())
+                })?;
+                let to = tmp.0.join(f.file_name().unwrap_or_default());
+                std::fs::write(&to, with_calibration(&text, pload))
+                    .map_err(|e| run_err(format!("{}: {e}", to.display())))?;
+                (SimInput::rtapp(label.clone(), &to, &names), recorded.speed.unwrap_or(1.0))
+            }
+            Workload::Builtin(b) => {
+                let unit = recorded.unit_ns.ok_or_else(|| {
+                    input_err("--resim: the recorded run has no unit_ns (built-in workloads need it)".into())
+                })?;
+                let phase_ns = (b.phase_units(unit) as f64 * unit).round() as u64;
+                (SimInput::builtin(b, phase_ns, &b.names(&comm)), 1.0)
+            }
+        };
+        for c in &configs {
+            out.rows.extend(simulate(&input, topo, o, c, speed)?);
+        }
+        out.rows.extend(real);
+    }
+    Ok(out)
+}
+
 fn mean(v: &[f64]) -> f64 {
     if v.is_empty() {
         f64::NAN
@@ -1374,6 +1435,51 @@ mod tests {
         let topo = Topology::fast_slow(0, 1.0, 2, 1.0, 2);
         let m = sim_machine(&topo, Some(Slow { cpu: 1, spin_us: 5000, period_us: 10000 }), 0.5, 0);
         assert!(m.contains("{ name = \"fast\", speed = 0.5 }, { name = \"slow\", speed = 0.5 }"), "{m}");
+    }
+
+    #[test]
+    fn resimulate_keeps_the_recorded_real_rows_and_sizes_work_as_recorded() {
+        // A recorded run of builtin:spin (1 thread, 2 phases of 10 ms) with a
+        // unit of 2 µs: 5 000 units a phase, so the simulator gets 2 × 10 ms of
+        // work on speed-1.0 CPUs and the thread completes at 20 ms.
+        let b = Builtin::parse("builtin:spin:threads=1,phases=2,phase_ms=10").unwrap();
+        let w = Workload::Builtin(b.clone());
+        let t = ThreadRow { name: "ampsched-worklo-0".into(), completion_s: 0.025, ..ThreadRow::default() };
+        let real = Row::new(&w.label(), "default", "real", 0, vec![t]);
+        let recorded = Outcome {
+            rows: vec![real.clone()],
+            partial: false,
+            calibration_ns: None,
+            speed: None,
+            unit_ns: Some(2000.0),
+            placer_params: BTreeMap::new(),
+        };
+        let text = to_json(&recorded);
+        let back: Outcome = serde_json::from_str(&text).unwrap();
+        let o = Options {
+            workloads: vec![w],
+            placers: vec![],
+            reps: 1,
+            slow: None,
+            force: false,
+            ampsched: PathBuf::new(),
+            hog: PathBuf::new(),
+            workload_bin: PathBuf::from("/x/ampsched-workload"),
+            sim_only: false,
+            sim_params: BTreeMap::new(),
+        };
+        let topo = Topology::fast_slow(0, 1.0, 2, 1.0, 2);
+        let out = resimulate(&o, &topo, &back).unwrap();
+        assert_eq!(out.rows.len(), 2);
+        let sim = out.rows.iter().find(|r| r.source == "sim").unwrap();
+        assert!((sim.completion_s - 0.020).abs() < 1e-6, "{}", sim.completion_s);
+        assert_eq!(sim.threads[0].name, "ampsched-worklo-0");
+        let r = out.rows.iter().find(|r| r.source == "real").unwrap();
+        assert_eq!(r.completion_s, 0.025);
+        // A workload the recording does not have is refused by name.
+        let o2 = Options { workloads: vec![Workload::parse("builtin:phased").unwrap()], ..o };
+        let e = resimulate(&o2, &topo, &back).unwrap_err();
+        assert!(e.input && e.msg.contains("no real rows of `builtin:phased"), "{}", e.msg);
     }
 
     #[test]
