@@ -24,6 +24,7 @@ impl Linux {
             min_capacity: u64::MAX,
             max_capacity: 0,
             nr: 0,
+            nr_running: 0,
             idle_cpus: 0,
             weight: g.len() as u32,
             misfit_load: 0,
@@ -41,6 +42,7 @@ impl Linux {
             s.min_capacity = s.min_capacity.min(cap);
             s.max_capacity = s.max_capacity.max(cap);
             s.nr += self.cfs_nr(c);
+            s.nr_running += self.nr_running(c, now);
             if self.nr_running(c, now) > 1 {
                 overloaded = true;
             }
@@ -55,14 +57,20 @@ impl Linux {
                     s.misfit_load = self.rq[c.idx()].misfit_load;
                     overloaded = true;
                 }
-            } else if idle != IdleType::NotIdle && self.cfs_nr(c) >= 1 && self.reduced_capacity(c) {
-                // sched_reduced_capacity
+            } else if idle != IdleType::NotIdle && self.cfs_nr(c) == 1 && self.reduced_capacity(c) {
+                // sched_reduced_capacity: exactly one fair task (with more,
+                // group_overloaded already covers a CPU of reduced capacity).
                 s.misfit_load = s.misfit_load.max(load.max(1));
             }
         }
+        // group_is_overloaded / group_has_capacity count the tasks of every
+        // class (sum_nr_running): a fair task waiting behind an RT task makes
+        // a one-CPU group overloaded when its capacity is short.
         let pct = self.p.imbalance_pct;
-        let is_overloaded = s.nr > s.weight && (s.capacity * 100 < s.util * pct || s.capacity * pct < s.runnable * 100);
-        let has_capacity = s.nr < s.weight || (s.capacity * pct >= s.runnable * 100 && s.capacity * 100 > s.util * pct);
+        let is_overloaded =
+            s.nr_running > s.weight && (s.capacity * 100 < s.util * pct || s.capacity * pct < s.runnable * 100);
+        let has_capacity =
+            s.nr_running < s.weight || (s.capacity * pct >= s.runnable * 100 && s.capacity * 100 > s.util * pct);
         s.ty = if is_overloaded {
             GroupType::Overloaded
         } else if s.misfit_load > 0 {
@@ -96,7 +104,9 @@ impl Linux {
             let better = match s.ty {
                 GroupType::Overloaded | GroupType::FullyBusy => s.avg_load >= b.avg_load,
                 GroupType::Misfit => s.misfit_load >= b.misfit_load,
-                GroupType::HasSpare => s.idle_cpus < b.idle_cpus || (s.idle_cpus == b.idle_cpus && s.nr > b.nr),
+                GroupType::HasSpare => {
+                    s.idle_cpus < b.idle_cpus || (s.idle_cpus == b.idle_cpus && s.nr_running > b.nr_running)
+                }
             };
             if !better {
                 return false;
@@ -251,7 +261,15 @@ impl Linux {
                 return (imb > 0).then_some((Migration::Util, imb));
             }
             let imb = if busiest.weight == 1 || lv.prefer_sibling {
-                (busiest.nr.saturating_sub(local.nr) / 2) as u64
+                // sibling_imbalance (equal cores): the difference of
+                // sum_nr_running, RT tasks included, halved; 0 for a busy
+                // CPU's periodic balance (`!env->idle`), which leaves
+                // spreading to idle and newly idle CPUs.
+                if idle == IdleType::NotIdle {
+                    0
+                } else {
+                    (busiest.nr_running.saturating_sub(local.nr_running) / 2) as u64
+                }
             } else {
                 (local.idle_cpus.saturating_sub(busiest.idle_cpus) / 2) as u64
             };

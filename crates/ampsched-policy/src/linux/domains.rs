@@ -142,8 +142,10 @@ pub struct GroupStats {
     pub min_capacity: u64,
     /// Largest capacity_of.
     pub max_capacity: u64,
-    /// Σ fair tasks.
+    /// Σ fair tasks (`sum_h_nr_running`).
     pub nr: u32,
+    /// Σ tasks of every class, RT included (`sum_nr_running`, from `rq->nr_running`).
+    pub nr_running: u32,
     /// Idle CPUs.
     pub idle_cpus: u32,
     /// CPUs.

@@ -76,17 +76,23 @@
 //! the idle CPUs when it has ≥ 2 tasks, a misfit task, a fair task on
 //! reduced capacity, or a busy LLC sibling (`nohz_balancer_kick`). Each
 //! balance follows `sched_balance_rq`: group statistics and classification
-//! (has_spare < fully_busy < misfit_task < overloaded, `group_classify`),
+//! (has_spare < fully_busy < misfit_task < overloaded, `group_classify`;
+//! `group_is_overloaded` and `group_has_capacity` count the tasks of every
+//! class, `sum_nr_running`, so a fair task waiting behind an RT task makes a
+//! one-CPU group overloaded when its capacity is short),
 //! busiest group (`update_sd_pick_busiest`), imbalance and migration type
-//! load / util / task / misfit (`calculate_imbalance`), busiest queue
+//! load / util / task / misfit (`calculate_imbalance`; spreading by count
+//! is `sibling_imbalance`, half the difference of `sum_nr_running`, and 0 in
+//! a busy CPU's periodic balance), busiest queue
 //! (`sched_balance_find_src_rq`), detaching waiting tasks that may move
 //! (`can_migrate_task`: affinity, not running, not cache-hot unless
 //! balancing failed more than cache_nice_tries times), and, when nothing
 //! could move, active balance of the running task (`need_active_balance`:
 //! the source has one fair task on reduced capacity and the destination
 //! has more than imbalance_pct more capacity; a misfit task; or repeated
-//! failure to spread tasks). A running task with reduced capacity under it
-//! counts as a misfit for an idle balancer (`sched_reduced_capacity`).
+//! failure to spread tasks). A lone running fair task (exactly one,
+//! `h_nr_running == 1`) with reduced capacity under it counts as a misfit
+//! for an idle balancer (`sched_reduced_capacity`).
 //! Active balance is the stopper (`active_load_balance_cpu_stop`): the
 //! source CPU reschedules and hands its least recently run movable task to
 //! the destination. Not modelled: SMT, asym packing, NUMA levels, pinned

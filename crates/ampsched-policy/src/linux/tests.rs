@@ -417,6 +417,85 @@ fn an_idle_cpu_pulls_half_the_difference_of_waiting_tasks() {
     assert_eq!(d.l.stats.nohz_kicks, 1);
 }
 
+/// Tasks 0..k pinned to CPU 1 (hog 5/10 ms there) for 300 ms, then free:
+/// at 300 ms the hog's window runs and they wait behind it (capacity_of(1)
+/// ≈ 512 by then).
+fn waiting_behind_the_hog(ntasks: usize, k: u32) -> Drive {
+    let mut d = Drive::with_topo(equal_with_hog(2, 1, 5, 10), ntasks);
+    for t in 0..k {
+        d.w.tasks[t as usize].affinity = CpuSet::single(CpuId(1));
+        d.wake(t);
+    }
+    d.run(Nanos::from_ms(300), |_| {});
+    for t in 0..k {
+        d.w.tasks[t as usize].affinity = d.w.topo.all;
+    }
+    assert!(d.l.rt_active(CpuId(1), d.now) && d.w.curr[1].is_none());
+    assert_eq!(d.l.cfs_nr(CpuId(1)), k);
+    d
+}
+
+#[test]
+fn a_fair_task_waiting_behind_an_rt_task_makes_its_cpu_overloaded_and_an_idle_cpu_pulls_it() {
+    // group_is_overloaded counts every class (sum_nr_running = rq->nr_running):
+    // CPU 1 holds the hog and task 0, 2 > group_weight 1, and capacity
+    // 512 × 117 = 59 904 < runnable ≈ 1024 × 100 → group_overloaded (not
+    // misfit). CPU 0 (idle, has spare, 0 tasks): calculate_imbalance →
+    // migrate_task, sibling_imbalance = (2 − 0) >> 1 = 1 → detach_tasks takes
+    // the waiting task (src nr_running 2 > 1; it last ran 5 ms ago, cold).
+    let mut d = waiting_behind_the_hog(1, 1);
+    let mut fx = Effects::default();
+    let moved = d.l.load_balance(&d.w.view(d.now), CpuId(0), 0, IdleType::Idle, &mut fx);
+    assert_eq!(moved, 1);
+    assert_eq!(d.cpu_of(0), CpuId(0));
+}
+
+#[test]
+fn a_busy_cpu_s_periodic_balance_does_not_spread_tasks_by_count() {
+    // CPU 1 holds the hog and tasks 0, 1 (sum_nr_running 3); CPU 0 runs
+    // task 2, woken 1 ms ago (util ≈ 22: has spare, sum_nr_running 1). A
+    // busy CPU's periodic balance (CPU_NOT_IDLE): CPU 1's group is
+    // overloaded, local has spare, group weight 1 → migrate_task with
+    // sibling_imbalance, which is 0 when !env->idle (an idle CPU 0 would
+    // take (3 − 1) >> 1 = 1) → balanced, nothing moves: spreading by count
+    // is left to idle and newly idle balance.
+    let mut d = waiting_behind_the_hog(3, 2);
+    d.w.tasks[2].affinity = CpuSet::single(CpuId(0));
+    d.now = Nanos::from_ms(299);
+    d.wake(2);
+    d.now = Nanos::from_ms(300);
+    assert_eq!(d.w.curr[0], Some(TaskId(2)));
+    let mut fx = Effects::default();
+    let moved = d.l.load_balance(&d.w.view(d.now), CpuId(0), 0, IdleType::NotIdle, &mut fx);
+    assert_eq!(moved, 0);
+    assert_eq!((d.cpu_of(0), d.cpu_of(1)), (CpuId(1), CpuId(1)));
+}
+
+#[test]
+fn two_fair_tasks_on_a_reduced_cpu_are_not_a_misfit_group() {
+    // sched_reduced_capacity is true only for exactly one fair task
+    // (h_nr_running == 1); with two, group_overloaded covers the CPU. Two
+    // fresh tasks (util ≈ 0) on CPU 1 with capacity ≈ 512 outside the
+    // hog's window (305 ms): sum_nr_running 2 > 1 but util and runnable are
+    // small → not overloaded; not misfit either → has_spare/fully busy with
+    // 2 tasks: an idle CPU 0 takes (2 − 0) >> 1 = 1 by count (migrate_task),
+    // the lighter path, not a misfit load migration (no active balance).
+    let mut d = waiting_behind_the_hog(2, 1);
+    d.w.tasks[1].affinity = CpuSet::single(CpuId(1));
+    d.now = Nanos::from_ms(305);
+    d.wake(1);
+    let mut fx = Effects::default();
+    d.l.account(&d.w.view(d.now), &mut fx);
+    d.flush(fx);
+    assert!(!d.l.rt_active(CpuId(1), d.now));
+    assert_eq!(d.l.cfs_nr(CpuId(1)), 2);
+    assert!(d.l.reduced_capacity(CpuId(1)));
+    let mut fx = Effects::default();
+    let before = d.l.stats.active_balances;
+    d.l.load_balance(&d.w.view(d.now), CpuId(0), 0, IdleType::Idle, &mut fx);
+    assert_eq!(d.l.stats.active_balances, before, "no active balance of a misfit");
+}
+
 #[test]
 fn newidle_balance_pulls_one_waiting_task_when_a_cpu_runs_dry() {
     // Tasks 0, 1 on CPU 0 and 2 on CPU 1 (all CPU-bound); 2 blocks at 1 ms:
