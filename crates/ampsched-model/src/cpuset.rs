@@ -162,6 +162,16 @@ impl CpuSet {
     pub fn cycle(&self, c: CpuId) -> Option<CpuId> {
         self.next_from(c.idx() + 1).or_else(|| self.first())
     }
+    /// Word `i` of the bitmask: CPUs `64·i ..= 64·i + 63`, bit `c % 64` for CPU `c`
+    /// (0 past the last word in use), for word-wise set arithmetic without a temporary set.
+    #[inline]
+    pub fn word(&self, i: usize) -> u64 {
+        if i < self.hi as usize {
+            self.words[i]
+        } else {
+            0
+        }
+    }
     /// Iterate CPUs in ascending order.
     pub fn iter(&self) -> impl Iterator<Item = CpuId> + '_ {
         let mut next = 0usize;
@@ -222,6 +232,35 @@ impl CpuSet {
     }
 }
 
+/// Visit the CPUs of the bitmask `words` (word `i` holds CPUs `64·i ..= 64·i + 63`)
+/// in the order of repeated [`CpuSet::cycle`] from `from`: those after `from`
+/// ascending, then from the lowest up to `from` itself; each once, until `f`
+/// returns true. Returns the CPU `f` accepted. So `cycle_visit(w, c, |_| true)`
+/// is `cycle(c)` of the set `w` without building it.
+#[inline]
+pub fn cycle_visit(words: &[u64], from: CpuId, mut f: impl FnMut(CpuId) -> bool) -> Option<CpuId> {
+    let nw = words.len();
+    let start = from.idx() + 1;
+    let start = if start >= nw * 64 { 0 } else { start };
+    let (sw, sb) = (start / 64, start % 64);
+    let low = (1u64 << sb) - 1; // bits of word `sw` before `start`
+    let order = (sw..nw)
+        .map(|i| (i, if i == sw { !low } else { !0 }))
+        .chain((0..sw).map(|i| (i, !0)))
+        .chain(std::iter::once((sw, low)));
+    for (i, mask) in order {
+        let mut bits = words[i] & mask;
+        while bits != 0 {
+            let c = CpuId((i * 64 + bits.trailing_zeros() as usize) as u32);
+            if f(c) {
+                return Some(c);
+            }
+            bits &= bits - 1;
+        }
+    }
+    None
+}
+
 impl fmt::Debug for CpuSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "CpuSet[{}]", self.to_list())
@@ -244,6 +283,32 @@ impl<'de> Deserialize<'de> for CpuSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cycle_visit_follows_repeated_cycle() {
+        // CPUs 3, 64, 70, 130 in three words: from 64 the order is 70, 130, 3, 64
+        // (after 64 ascending, then wrap to the lowest, 64 itself last), as cycle() walks it.
+        let s = CpuSet::from_cpus([3, 64, 70, 130].map(CpuId));
+        let words: Vec<u64> = (0..3).map(|i| s.word(i)).collect();
+        for from in [0u32, 3, 63, 64, 69, 70, 130, 191, 500] {
+            let mut seen = Vec::new();
+            cycle_visit(&words, CpuId(from), |c| {
+                seen.push(c.0);
+                false
+            });
+            let mut want = Vec::new();
+            let mut c = CpuId(from);
+            for _ in 0..4 {
+                c = s.cycle(c).unwrap();
+                want.push(c.0);
+            }
+            assert_eq!(seen, want, "from {from}");
+        }
+        assert_eq!(cycle_visit(&words, CpuId(64), |c| c.0 < 10), Some(CpuId(3)));
+        assert_eq!(cycle_visit(&[0, 0], CpuId(5), |_| true), None);
+        assert_eq!(s.word(2), 1 << 2);
+        assert_eq!(s.word(7), 0);
+    }
 
     #[test]
     fn list_round_trip_and_cycle() {

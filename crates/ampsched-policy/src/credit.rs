@@ -74,8 +74,12 @@
 
 use crate::dispatcher::{Dispatcher, Effects, Pick, SysView};
 use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
+use ampsched_model::cpuset::{cycle_visit, MAX_CPUS};
 use ampsched_model::spec::Params;
 use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, TaskId, Topology};
+
+/// Words of a CPU bitmask.
+const WORDS: usize = MAX_CPUS / 64;
 
 /// Co-scheduling priority (BCS), above BOOST.
 pub const PRI_COS: i8 = 1;
@@ -283,6 +287,9 @@ pub struct Credit {
     credit_balance: i32,
     balance_bias: Vec<CpuId>,
     last_tickle: CpuId,
+    /// Words of the machine's CPU bitmasks (`ncpus / 64`, rounded up): the
+    /// steal, tickle and pick masks are combined word by word, never built as sets.
+    nw: usize,
     /// Counters.
     stats: CreditStats,
     /// What the last accounting handed out (checked for conservation).
@@ -343,6 +350,7 @@ impl Credit {
             credit_balance: 0,
             balance_bias: topo.numa_nodes.iter().map(|s| s.first().unwrap_or(CpuId(0))).collect(),
             last_tickle: CpuId(0),
+            nw: n.div_ceil(64).max(1),
             stats: CreditStats::default(),
             last_acct: AcctAudit::default(),
             p,
@@ -637,15 +645,21 @@ impl Credit {
         if cur_pri == PRI_IDLE || (self.idlers.is_empty() && new_pri > cur_pri) {
             mask.insert(cpu);
         } else if !self.idlers.is_empty() {
-            let suitable = self.idlers.and(&aff);
-            if suitable.is_empty() {
-                if new_pri > cur_pri {
-                    mask.insert(cpu);
+            // The next idler after the last one tickled, in `t`'s affinity.
+            let mut suitable = [0u64; WORDS];
+            for (i, w) in suitable[..self.nw].iter_mut().enumerate() {
+                *w = self.idlers.word(i) & aff.word(i);
+            }
+            match cycle_visit(&suitable[..self.nw], self.last_tickle, |_| true) {
+                None => {
+                    if new_pri > cur_pri {
+                        mask.insert(cpu);
+                    }
                 }
-            } else {
-                let c = suitable.cycle(self.last_tickle).expect("non-empty");
-                self.last_tickle = c;
-                mask.insert(c);
+                Some(c) => {
+                    self.last_tickle = c;
+                    mask.insert(c);
+                }
             }
         }
         for c in mask.iter() {
@@ -673,9 +687,16 @@ impl Credit {
         let md = |c: CpuId| self.md_of[c.idx()] as usize;
         // Same memory domain: an idle pCPU beats a busy one.
         let cpu_idle = self.idlers.contains(cpu) || (bonus && cpu == here);
+        // The next idler after `c` in `t`'s affinity and memory domain `m` (`cycle`).
+        let next_idle_in = |m: usize, c: CpuId| {
+            let mut w = [0u64; WORDS];
+            for (i, x) in w[..self.nw].iter_mut().enumerate() {
+                *x = self.idlers.word(i) & aff.word(i) & topo.mem_domains[m].word(i);
+            }
+            cycle_visit(&w[..self.nw], c, |_| true)
+        };
         if !cpu_idle {
-            let local = self.idlers.and(&aff).and(&topo.mem_domains[md(cpu)]);
-            if let Some(c) = local.cycle(cpu) {
+            if let Some(c) = next_idle_in(md(cpu), cpu) {
                 cpu = c;
             }
         }
@@ -688,8 +709,7 @@ impl Credit {
             if other == 0 || idle_in(md(cpu), cpu) * 2 >= other {
                 continue;
             }
-            let theirs = self.idlers.and(&aff).and(&topo.mem_domains[m]);
-            if let Some(c) = theirs.cycle(cpu) {
+            if let Some(c) = next_idle_in(m, cpu) {
                 cpu = c;
             }
         }
@@ -743,51 +763,62 @@ impl Credit {
 
     /// Xen `csched_load_balance`: steal the first strictly-higher-priority,
     /// not-running, allowed vCPU from a busy peer.
+    ///
+    /// The candidates are the peers with more than one runnable vCPU, not
+    /// idling, and (when `cpu`'s own best is OVER) with an UNDER-or-better
+    /// vCPU queued: their bitmaps are combined a word at a time per NUMA node
+    /// and visited in `cycle` order, so a steal touches only peers that may
+    /// have something to give, with no set built.
     pub fn steal(&mut self, v: &SysView, cpu: CpuId, pri: i8) -> Option<TaskId> {
         let topo = v.topo;
-        let mut workers = self.overloaded.and_not(&self.idlers);
-        if pri >= PRI_OVER {
-            // Only a peer with an UNDER-or-better vCPU queued can have a better one.
-            workers = workers.and(&self.q_under);
+        let nw = self.nw;
+        let mut workers = [0u64; WORDS];
+        let mut any = 0;
+        for (i, w) in workers[..nw].iter_mut().enumerate() {
+            *w = self.overloaded.word(i) & !self.idlers.word(i);
+            if pri >= PRI_OVER {
+                // Only a peer with an UNDER-or-better vCPU queued can have a better one.
+                *w &= self.q_under.word(i);
+            }
+            if i == cpu.idx() / 64 {
+                *w &= !(1u64 << (cpu.idx() % 64));
+            }
+            any |= *w;
         }
-        workers.remove(cpu);
-        if workers.is_empty() {
+        if any == 0 {
             return None;
         }
         if self.p.profile == Profile::Xen40 {
-            let mut peer = cpu;
-            while !workers.is_empty() {
-                peer = workers.cycle(peer).expect("non-empty");
-                workers.remove(peer);
-                if self.q_hi[peer.idx()] > pri {
-                    if let Some(t) = self.steal_from(v, peer, cpu, pri) {
-                        return Some(t);
-                    }
-                }
-            }
-            return None;
+            // One pass over the workers from cpu + 1.
+            return self.steal_visit(v, &workers[..nw], cpu, cpu, pri).map(|(_, t)| t);
         }
         let nnodes = topo.numa_nodes.len().max(1);
         let node = self.node_of[cpu.idx()] as usize;
         for k in 0..nnodes {
             let n = (node + k) % nnodes;
-            let w = workers.and(&topo.numa_nodes[n]);
-            let Some(first) = w.cycle(self.balance_bias[n]) else { continue };
-            let mut peer = first;
-            loop {
-                if self.q_hi[peer.idx()] > pri {
-                    if let Some(t) = self.steal_from(v, peer, cpu, pri) {
-                        self.balance_bias[n] = peer;
-                        return Some(t);
-                    }
-                }
-                peer = w.cycle(peer).expect("non-empty");
-                if peer == first {
-                    break;
-                }
+            let mut w = [0u64; WORDS];
+            for (i, x) in w[..nw].iter_mut().enumerate() {
+                *x = workers[i] & topo.numa_nodes[n].word(i);
+            }
+            if let Some((peer, t)) = self.steal_visit(v, &w[..nw], self.balance_bias[n], cpu, pri) {
+                self.balance_bias[n] = peer;
+                return Some(t);
             }
         }
         None
+    }
+
+    /// Try the peers of the bitmask `peers` in `cycle` order after `from`
+    /// (those whose queue bound beats `pri`): the first vCPU stolen, and from whom.
+    fn steal_visit(&mut self, v: &SysView, peers: &[u64], from: CpuId, cpu: CpuId, pri: i8) -> Option<(CpuId, TaskId)> {
+        let mut got = None;
+        let peer = cycle_visit(peers, from, |peer| {
+            if self.q_hi[peer.idx()] > pri {
+                got = self.steal_from(v, peer, cpu, pri);
+            }
+            got.is_some()
+        })?;
+        got.map(|t| (peer, t))
     }
 
     fn steal_from(&mut self, v: &SysView, peer: CpuId, cpu: CpuId, pri: i8) -> Option<TaskId> {
