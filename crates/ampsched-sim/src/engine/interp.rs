@@ -260,18 +260,25 @@ impl Sim {
 
     /// Arrive at a barrier of `n` parties (see `barrier_arrive`).
     pub(super) fn barrier_arrive_n(&mut self, t: TaskId, obj: u32, n: u32, wait: Wait) -> Option<Outcome> {
-        let obj = &mut self.sync[obj as usize];
-        obj.arrived += 1;
-        if obj.arrived >= n {
-            obj.arrived = 0;
-            let ws: Vec<TaskId> = obj.waiters.drain(..).collect();
+        let o = &mut self.sync[obj as usize];
+        o.arrived += 1;
+        if o.arrived >= n {
+            o.arrived = 0;
+            // Release the waiters in arrival order; their queue is lent out and
+            // handed back (nothing waits here meanwhile) so no release allocates.
+            let mut ws = std::mem::take(&mut o.waiters);
             self.tasks[t.idx()].pc += 1;
-            for w in ws {
+            for &w in &ws {
                 self.release(w);
+            }
+            ws.clear();
+            let o = &mut self.sync[obj as usize];
+            if o.waiters.is_empty() {
+                o.waiters = ws;
             }
             None
         } else {
-            obj.waiters.push_back(t);
+            o.waiters.push_back(t);
             Some(self.enter_wait(t, wait))
         }
     }
