@@ -20,7 +20,7 @@ A scenario is a TOML file (see docs/xen.md and scripts/xen-lab/scenarios/):
   cosched = "none"       # none | cs | cds | pcs | bcs (needs patch 0002)
   lowpar = 0             # AASH low-parallelism threshold (0 = off)
   slow = "quota"         # how slow pCPUs are made slow on the host: quota | nice | share | none
-  slow_share = 0.33      # quota: a slow pCPU's QEMU thread gets at most this fraction of a host CPU
+  slow_share = 0.25      # quota: a slow pCPU's QEMU thread gets at most this fraction of a host CPU
   fast_share = 1.0       # quota: a fast pCPU's likewise (1.0 = not limited)
   timeout_s = 900
   [[domain]]
@@ -28,6 +28,10 @@ A scenario is a TOML file (see docs/xen.md and scripts/xen-lab/scenarios/):
   workload = ["spin", "--units", "300"]    # ampsched-workload arguments
   fast_vcpus = [0]       # aware guest (optional); prio = "high" (optional); type = "con" (optional)
   pin = [1]              # optional hard pinning of vCPU i to pool pCPU pin[i]
+  start = [1]            # optional: vCPU i waits on pool pCPU start[i] (pinned while the guests
+                         # boot, unpinned at GO): the run starts from a known placement
+  repeat_s = 0           # > 0: run the workload again and again for this long (abort stress test)
+  # top level: rseq = false  (true: glibc's rseq registration on in the guests' workload)
 
 Everything comes from Debian packages by name (scripts/xen-lab/fetch); QEMU
 and every helper are killed on any exit; the host's /boot is not touched.
@@ -60,15 +64,27 @@ OUT = CACHE / "out"
 XEN_IMAGE = Path(os.environ.get("AMPSCHED_XEN_IMAGE", OUT / "xen"))
 LOCK = os.environ.get("AMPSCHED_REALMACHINE_LOCK", "/tmp/ampsched-realmachine.lock")
 SLOW_NICE = 5  # CFS weight 335 against nice 0's 1024
+SAMPLE_S = 0.5  # host-side sampling period of the pCPU threads' CPU time
+# CFS weight of the lab's QEMU on the host (cgroup v1 cpu.shares, the largest allowed). With
+# autogroup on (kernel.sched_autogroup_enabled = 1), each session's tasks form one group that
+# competes with every other session's group with the same weight whatever their nice levels:
+# QEMU, in a session of its own, got 2 / (active sessions) of the host for all its pCPUs
+# (a nice-0 busy loop measured 0.28 of a CPU at load 22 of nice-19 builds), so the "fast" pCPU
+# was about as slow as the capped ones. In a cgroup of this weight the lab gets the host CPUs
+# it asks for, as a nice-0 process among nice-19 builds would without autogroup; the slow
+# pCPUs' quotas still cap them.
+# (AMPSCHED_XEN_LAB_SHARES overrides it, e.g. 1024 for a run whose timing does not matter, such
+# as the workload stress test, so it shares the host like any other session.)
+LAB_SHARES = int(os.environ.get("AMPSCHED_XEN_LAB_SHARES", "262144"))
 MAX_PCPUS = 8  # emulated pCPUs (guests' pool + dom0's) this lab boots at most
 SCHEDS = ("credit", "aash")
 COSCHEDS = ("none", "cs", "cds", "pcs", "bcs")
 SLOW_MODES = ("quota", "nice", "share", "none")
 CGROUP_CPU = Path(os.environ.get("AMPSCHED_CGROUP_CPU", "/sys/fs/cgroup/cpu"))  # cgroup v1 cpu controller
-DOMAIN_KEYS = {"name", "vcpus", "weight", "workload", "fast_vcpus", "prio", "type", "pin", "memory"}
+DOMAIN_KEYS = {"name", "vcpus", "weight", "workload", "fast_vcpus", "prio", "type", "pin", "memory", "repeat_s", "start"}
 RUN_COUNTERS = {"fast_ms", "slow_ms", "migrations", "class_migrations", "fast_grants", "cosched_ops"}
 TOP_KEYS = {"name", "description", "pcpus", "fast", "sched", "cosched", "lowpar", "slow", "timeout_s",
-            "boot_timeout_s", "tslice_ms", "domain", "case", "policy", "slow_share", "fast_share"}
+            "boot_timeout_s", "tslice_ms", "domain", "case", "policy", "slow_share", "fast_share", "rseq"}
 
 
 class LabError(Exception):
@@ -110,11 +126,12 @@ def validate(sc: dict, src: str) -> dict:
     sc.setdefault("cosched", "none")
     sc.setdefault("lowpar", 0)
     sc.setdefault("slow", "quota")
-    sc.setdefault("slow_share", 0.33)
+    sc.setdefault("slow_share", 0.25)
     sc.setdefault("fast_share", 1.0)
     sc.setdefault("timeout_s", 900)
     sc.setdefault("boot_timeout_s", 420)
     sc.setdefault("tslice_ms", 30)
+    sc.setdefault("rseq", False)
     p = sc["pcpus"]
     if not isinstance(p, int) or not 1 <= p <= MAX_PCPUS - 1:
         bad("pcpus", p, f"an integer 1..{MAX_PCPUS - 1} (the lab emulates at most {MAX_PCPUS} pCPUs, one is dom0's)")
@@ -135,6 +152,8 @@ def validate(sc: dict, src: str) -> dict:
         bad("slow_share", sc["slow_share"], f"at most fast_share ({sc['fast_share']}): slow pCPUs are the slower ones")
     if not isinstance(sc["lowpar"], int) or sc["lowpar"] < 0:
         bad("lowpar", sc["lowpar"], "an integer >= 0")
+    if not isinstance(sc["rseq"], bool):
+        bad("rseq", sc["rseq"], "true | false (glibc's rseq registration in the guests' static workload)")
     if not isinstance(sc["tslice_ms"], int) or not 1 <= sc["tslice_ms"] <= 1000:
         bad("tslice_ms", sc["tslice_ms"], "an integer 1..1000 (credit1's range)")
     doms = sc.get("domain")
@@ -173,6 +192,14 @@ def validate(sc: dict, src: str) -> dict:
             bad(f"{f}.type", d["type"], "hit | con")
         if d.get("type") == "con" and sc["cosched"] == "none":
             bad(f"{f}.type", "con", "a CON domain needs cosched = cs | cds | pcs | bcs")
+        rs = d.setdefault("repeat_s", 0)
+        if not isinstance(rs, int) or not 0 <= rs <= sc["timeout_s"]:
+            bad(f"{f}.repeat_s", rs, f"an integer 0..timeout_s ({sc['timeout_s']}): seconds of run-after-run stress (0 = one run)")
+        st = d.get("start")
+        if st is not None and (not isinstance(st, list) or len(st) != v or not all(isinstance(x, int) and 0 <= x < p for x in st)):
+            bad(f"{f}.start", st, f"one pool pCPU (0..{p - 1}) per vCPU ({v})")
+        if st is not None and d.get("pin") is not None:
+            bad(f"{f}.start", st, "either pin (for the whole run) or start (until GO), not both")
         pin = d.get("pin")
         if pin is not None and (not isinstance(pin, list) or len(pin) != v or not all(isinstance(x, int) and 0 <= x < p for x in pin)):
             bad(f"{f}.pin", pin, f"one pool pCPU (0..{p - 1}) per vCPU ({v})")
@@ -252,7 +279,8 @@ def scenario_script(sc: dict) -> str:
         wl = ",".join(d["workload"])
         cfg = (f'name = "{n}"\ntype = "pv"\nkernel = "/guest/vmlinuz"\nramdisk = "/guest/initrd.gz"\n'
                f'memory = {d["memory"]}\nvcpus = {d["vcpus"]}\npool = "guests"\non_poweroff = "preserve"\n'
-               f'extra = "console=hvc0 quiet loglevel=3 ampsched.name={n} ampsched.wl={wl}"\n')
+               f'extra = "console=hvc0 quiet loglevel=3 ampsched.name={n} ampsched.wl={wl} '
+               f'ampsched.rseq={int(sc["rseq"])} ampsched.repeat_s={d["repeat_s"]}"\n')
         L.append(f"cat > /tmp/{n}.cfg <<'CFG'\n{cfg}CFG")
         L.append(f"xl create -p /tmp/{n}.cfg >/tmp/{n}.create 2>&1 || {{ echo AMPSCHED-ERROR xl create {n}; cat /tmp/{n}.create; }}")
         L.append(f"xl sched-credit -d {n} -w {d['weight']}")
@@ -266,7 +294,7 @@ def scenario_script(sc: dict) -> str:
         if keys:
             L.append(f"xl set-parameters sched_credit_dom=$(xl domid {n}):{':'.join(keys)}"
                      f" || echo AMPSCHED-ERROR set-parameters sched_credit_dom {n}")
-        for i, pc in enumerate(d.get("pin") or []):
+        for i, pc in enumerate(d.get("pin") or d.get("start") or []):
             L.append(f"xl vcpu-pin {n} {i} {pc + 1}")
     names = " ".join(d["name"] for d in sc["domain"])
     L += [f"for n in {names}; do xl unpause $n; done",
@@ -282,6 +310,8 @@ def scenario_script(sc: dict) -> str:
           # the boot banner and the counters at the start (the final dump minus these = the run's)
           "xl debug-keys r; xl dmesg -c | grep -E 'ampsched' | sed 's/^/AMPSCHED-XEN /'",
           f"for n in {names}; do T0=$(xl list $n | awk 'NR==2{{print $6}}'); eval \"CPU0_$(echo $n | tr - _)=$T0\"; done",
+          *[f"xl vcpu-pin {d['name']} all all" for d in sc["domain"] if d.get("start")],
+          "xl vcpu-list | sed 's/^/AMPSCHED-VCPU-GO /'",
           "START=$(up)",
           f"for n in {names}; do echo go > $(xenstore-read /local/domain/$(xl domid $n)/console/tty); done",
           "echo AMPSCHED-GO $START",
@@ -296,7 +326,7 @@ def scenario_script(sc: dict) -> str:
           "    else rest=\"$rest $n\"; fi",
           "  done",
           "  left=$rest",
-          "  [ -n \"$left\" ] && sleep 0.5",
+          "  [ -n \"$left\" ] && sleep 1",
           f"  if [ $(awk -v a=$(up) -v b=$START 'BEGIN{{print (a-b>{sc['timeout_s']})}}') = 1 ]; then echo AMPSCHED-ERROR timeout waiting for:$left; break; fi",
           "done",
           "xl debug-keys r",
@@ -319,6 +349,12 @@ class Machine:
         self.lines: list[str] = []
         self.log = open(workdir / "console.log", "w")
         self.cgroup = CGROUP_CPU / f"ampsched-xen-lab-{os.getpid()}"
+        # Host-side view of each pCPU's speed: its QEMU thread's CPU time, sampled while the
+        # scenario runs, and the monotonic time of the console markers (GO, each DONE).
+        self.tids: dict[int, int] = {}
+        self.samples: list[tuple[float, list[int], list[int]]] = []
+        self.marks: dict[str, float] = {}
+        self.t_start = time.monotonic()
         atexit.register(self.kill)
 
     def initrd(self) -> Path:
@@ -348,14 +384,22 @@ class Machine:
         return " ".join(a)
 
     def start(self) -> None:
-        if self.sc["slow"] == "quota" and self.sc["fast"]:
-            if not (CGROUP_CPU / "cpu.cfs_quota_us").exists():
+        need = self.sc["slow"] == "quota" and self.sc["fast"]
+        self.use_cg = self.sc["slow"] in ("quota", "none")
+        if self.use_cg and not (CGROUP_CPU / "cpu.cfs_quota_us").exists():
+            if need:
                 die(f"slow = \"quota\" needs the cgroup v1 cpu controller at {CGROUP_CPU} (cpu.cfs_quota_us); "
                     "use slow = \"nice\" on this host")
+            self.use_cg = False
+        if self.use_cg:
             try:
                 self.cgroup.mkdir()
+                (self.cgroup / "cpu.shares").write_text(f"{LAB_SHARES}\n")
             except OSError as e:
-                die(f"slow = \"quota\": cannot create {self.cgroup}: {e} (needs root); use slow = \"nice\"")
+                if need:
+                    die(f"slow = \"quota\": cannot create {self.cgroup}: {e} (needs root); use slow = \"nice\"")
+                note(f"no cgroup for QEMU ({e}): its threads compete as one autogroup with every other session")
+                self.use_cg = False
         n = self.sc["pcpus"] + 1
         mem = 512 + sum(d["memory"] + 32 for d in self.sc["domain"]) + 256
         self.qmp_path = self.dir / "qmp.sock"
@@ -367,6 +411,9 @@ class Machine:
         (self.dir / "qemu.cmd").write_text(" ".join(cmd) + "\n")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      start_new_session=True)
+        if self.use_cg:
+            # All of QEMU (the threads it starts later follow) in the lab's group: see LAB_SHARES.
+            (self.cgroup / "cgroup.procs").write_text(f"{self.proc.pid}\n")
         self.buf = b""
 
     def kill(self) -> None:
@@ -396,7 +443,8 @@ class Machine:
                 self.kill()
                 die(f"{what}: no `{marker}` within {timeout:.0f} s; last console line: {last!r} "
                     f"(full log: {self.dir / 'console.log'})")
-            r, _, _ = select.select([self.proc.stdout], [], [], min(left, 1.0))
+            r, _, _ = select.select([self.proc.stdout], [], [], min(left, SAMPLE_S / 2))
+            self.sample()
             if r:
                 chunk = os.read(self.proc.stdout.fileno(), 65536)
                 if not chunk:
@@ -408,8 +456,27 @@ class Machine:
                 for b in done:
                     ln = b.decode(errors="replace").rstrip("\r")
                     self.lines.append(ln)
+                    mk = re.search(r"AMPSCHED-(GO|DONE \S+)", ln)
+                    if mk:
+                        self.marks.setdefault(mk.group(1), time.monotonic() - self.t_start)
                     self.log.write(ln + "\n")
                 self.log.flush()
+
+    def sample(self, force: bool = False) -> None:
+        """Every SAMPLE_S: each pCPU thread's host CPU time (ns) and the number of times it got a
+        host CPU (/proc/PID/task/TID/schedstat: run ns, wait ns, timeslices)."""
+        now = time.monotonic() - self.t_start
+        if not self.tids or (not force and self.samples and now - self.samples[-1][0] < SAMPLE_S):
+            return
+        ns, slices = [], []
+        for idx in sorted(self.tids):
+            try:
+                f = Path(f"/proc/{self.proc.pid}/task/{self.tids[idx]}/schedstat").read_text().split()
+                ns.append(int(f[0]))
+                slices.append(int(f[2]))
+            except (OSError, ValueError, IndexError):
+                return  # QEMU is exiting
+        self.samples.append((round(now, 3), ns, slices))
 
     def qmp(self, command: str) -> object:
         s = socket.socket(socket.AF_UNIX)
@@ -446,11 +513,24 @@ class Machine:
         together on host CPU 0 (only meaningful on an otherwise idle host); "none": no change."""
         cpus = self.qmp("query-cpus-fast")
         tids = {c["cpu-index"]: c["thread-id"] for c in cpus}
+        self.tids = tids
         host = sorted(os.sched_getaffinity(0))
         placed = {}
         fast_idx = set(range(1, 1 + self.sc["fast"]))
         if self.sc["slow"] == "quota" and fast_idx:
             period = 10_000  # µs: a throttled pCPU stops for at most ~7 ms at a time
+            if len(host) >= 2 and len(fast_idx) < len(host):
+                # The fast pCPUs' threads get host CPUs of their own, every other QEMU thread
+                # (dom0's pCPU, the capped slow ones, QEMU's main loop) the rest: with the lab's
+                # cgroup weight (LAB_SHARES) a fast pCPU then runs ~all the time instead of
+                # sharing a host CPU with capped threads (calibrated host share 0.53 without).
+                own = set(host[-len(fast_idx):])
+                rest = set(host) - own
+                for t in Path(f"/proc/{self.proc.pid}/task").iterdir():
+                    if int(t.name) not in {tids[i] for i in fast_idx}:
+                        os.sched_setaffinity(int(t.name), rest)
+                for i, h in zip(sorted(fast_idx), sorted(own)):
+                    os.sched_setaffinity(tids[i], {h})
             for idx, tid in tids.items():
                 cls = "fast" if idx in fast_idx else ("dom0" if idx == 0 else "slow")
                 placed[idx] = {"thread": tid, "class": cls}
@@ -458,6 +538,7 @@ class Machine:
                 if share < 1.0:
                     g = self.cgroup / f"pcpu{idx}"
                     g.mkdir()
+                    (g / "cpu.shares").write_text("1024\n")
                     (g / "cpu.cfs_period_us").write_text(f"{period}\n")
                     (g / "cpu.cfs_quota_us").write_text(f"{int(period * share)}\n")
                     (g / "tasks").write_text(f"{tid}\n")
@@ -505,14 +586,57 @@ def boot_and_run(sc: dict, workdir: Path) -> dict:
         lk.close()
     raw = parse_report(m.lines)
     raw.update(boot_s=round(boot_s, 1), total_s=round(time.monotonic() - t0, 1), placement=placed,
-               loadavg_before=load0, loadavg_after=os.getloadavg(), xen_cmdline=m.xen_cmdline())
+               loadavg_before=load0, loadavg_after=os.getloadavg(), xen_cmdline=m.xen_cmdline(),
+               host=host_shares(m.samples, m.marks, sorted(m.tids),
+                                [r["result"]["elapsed_s"] for r in raw["domains"].values()
+                                 if isinstance(r.get("result"), dict) and "elapsed_s" in r["result"]
+                                 and "failed" not in r["result"]]),
+               host_samples={"pcpus": sorted(m.tids), "samples": m.samples, "marks": m.marks})
     (workdir / "raw.json").write_text(json.dumps(raw, indent=1, sort_keys=True) + "\n")
     return raw
 
 
+def host_shares(samples: list, marks: dict, idx: list[int], elapsed: list[float] | None = None) -> dict:
+    """Each emulated pCPU's host CPU share (CPU seconds of its QEMU thread per wall second) in
+    two windows: `all_busy` from GO to the first domain's completion (every guest running) and
+    `run` from GO to the last completion. A TCG pCPU executes guest code only while its thread
+    is on a host CPU, so its share is its speed up to the per-host-CPU-second rate. The
+    completions are the guests' own elapsed times after GO when given (dom0 notices a finished
+    guest up to a second later), else dom0's DONE lines; the windows skip 0.5 s at each end."""
+    go = marks.get("GO")
+    if elapsed:
+        done = sorted(go + e for e in elapsed) if go is not None else []
+    else:
+        done = sorted(v for k, v in marks.items() if k.startswith("DONE "))
+    out: dict = {"pcpus": idx}
+    if go is None or not done or len(samples) < 2:
+        return out
+    go += 0.5
+    done = [d - 0.5 for d in done]
+
+    def window(t0: float, t1: float):
+        a = min(samples, key=lambda s: abs(s[0] - t0))
+        b = min(samples, key=lambda s: abs(s[0] - t1))
+        return (a, b) if b[0] - a[0] >= 1.0 else None
+
+    def share(w):
+        return [round((y - x) / 1e9 / (w[1][0] - w[0][0]), 4) for x, y in zip(w[0][1], w[1][1])] if w else None
+
+    w = window(go, done[0])
+    out["all_busy"] = share(w)
+    out["run"] = share(window(go, done[-1]))
+    out["window_s"] = [round(done[0] - go, 2), round(done[-1] - go, 2)]
+    if w and len(w[0]) > 2:
+        # Mean length of a pCPU thread's stay on a host CPU: run ns per timeslice (a thread that
+        # never left its CPU in the window: the window itself).
+        out["burst_ms"] = [round((y - x) / 1e6 / max(1, ys - xs), 3)
+                           for x, y, xs, ys in zip(w[0][1], w[1][1], w[0][2], w[1][2])]
+    return out
+
+
 def parse_report(lines: list[str]) -> dict:
     doms: dict[str, dict] = {}
-    xen, errors, calib, info = [], [], [], []
+    xen, errors, calib, info, vcpu_go = [], [], [], [], []
     xen_before_go = 0
     for ln in lines:
         i = ln.find("AMPSCHED-")
@@ -545,6 +669,8 @@ def parse_report(lines: list[str]) -> dict:
             errors.append(rest)
         elif tag == "AMPSCHED-INFO":
             info.append(rest)
+        elif tag == "AMPSCHED-VCPU-GO":
+            vcpu_go.append(rest)
     # counters by domain id: the last dump after GO minus the last dump before it (the run's own share)
     def dump(lines):
         c = {}
@@ -558,7 +684,8 @@ def parse_report(lines: list[str]) -> dict:
     for i, c in end.items():
         c0 = start.get(i, {})
         counters[i] = {k: (str(int(v) - int(c0.get(k, 0))) if k in RUN_COUNTERS else v) for k, v in c.items()}
-    return {"domains": doms, "xen": xen, "errors": errors, "calibration": calib, "info": info, "counters": counters}
+    return {"domains": doms, "xen": xen, "errors": errors, "calibration": calib, "info": info, "counters": counters,
+            "vcpu_list_at_go": vcpu_go}
 
 
 # ---------------------------------------------------------------- summary --
@@ -586,7 +713,10 @@ def summary(sc: dict, runs: list[dict], policy: str) -> dict:
             n = d["name"]
             r = raw["domains"].get(n, {})
             res = r.get("result") or {}
-            if "elapsed_s" in res:
+            if "failed" in res:  # repeat_s stress: runs and failed runs instead of a completion
+                add(n, "workload_runs", "count", res["runs"])
+                add(n, "workload_failed", "count", res["failed"])
+            elif "elapsed_s" in res:
                 add(n, "completion_s", "s", res["elapsed_s"])
                 comps.append(res["elapsed_s"])
             if "cpu" in r:
@@ -656,10 +786,54 @@ def calibrate(out: Path, pcpus: int = 4, fast: int = 1, secs: int = 10) -> dict:
            "ratio": (sum(f) / len(f)) / (sum(s) / len(s)) if f and s else 1.0,
            "slow_units_per_s": sum(s) / len(s) if s else sum(f) / len(f),
            "loadavg": raw["loadavg_before"]}
+    shares = (raw.get("host") or {}).get("all_busy")
+    if shares and len(shares) == pcpus + 1:
+        pool = shares[1:]  # index 0 is dom0's pCPU
+        res["host_share"] = pool
+        res["tick_model"] = speed_model(pool, res["units_per_s"])
     (out / "calibration.json").write_text(json.dumps(res, indent=1) + "\n")
     print(f"calibration: units/s per pool pCPU {['%.1f' % r for r in res['units_per_s']]}, "
-          f"fast/slow ratio {res['ratio']:.2f} (load average {res['loadavg'][0]:.2f})")
+          f"fast/slow ratio {res['ratio']:.2f} (load average {res['loadavg'][0]:.2f})"
+          + (f"; host CPU share per pool pCPU {res['host_share']}, units/s = {res['tick_model']['a']:.0f} x "
+             f"(share - {res['tick_model']['c']:.3f})" if "tick_model" in res else ""))
     return res
+
+
+def speed_model(shares: list[float], rates: list[float]) -> dict:
+    """Fit units/s = a x (host share - c) over the calibration's pCPUs (least squares).
+    c is the host CPU share a busy pCPU spends on anything but the guest's work -- Xen's and the
+    guest kernel's ticks, TCG's translation and interrupt delivery -- which come at wall-clock
+    rate whatever the pCPU's speed, so they take a larger part of a throttled pCPU. With c > 0
+    the work-rate ratio of two pCPUs, (f - c) / (s - c), exceeds their host-share ratio f / s."""
+    n = len(shares)
+    mx, my = sum(shares) / n, sum(rates) / n
+    sxx = sum((x - mx) ** 2 for x in shares)
+    if sxx < 1e-6:  # all pCPUs equally fast: no intercept to fit
+        return {"a": my / mx if mx else 0.0, "c": 0.0}
+    a = sum((x - mx) * (y - my) for x, y in zip(shares, rates)) / sxx
+    c = mx - my / a if a > 0 else 0.0
+    c = max(-0.5 * min(shares), min(c, 0.9 * min(shares)))
+    return {"a": round(a, 2), "c": round(c, 4)}
+
+
+def run_speeds(sc: dict, raw: dict, cal: dict) -> dict | None:
+    """The fast/slow speed ratio and a slow pCPU's ms per work unit *during this run*, from the
+    host CPU shares of the pool pCPUs' QEMU threads between GO and the first completion and the
+    calibration's speed model. Slow pCPUs that sat idle (share under half the busiest slow one's)
+    are left out; None when the run has no usable window or the fast pCPU idled."""
+    shares = (raw.get("host") or {}).get("all_busy")
+    tm = cal.get("tick_model")
+    if not shares or not tm or not sc["fast"] or len(shares) != sc["pcpus"] + 1:
+        return None
+    pool = shares[1:]
+    fast, slow = pool[: sc["fast"]], pool[sc["fast"]:]
+    busy = [x for x in slow if x >= 0.5 * max(slow)]
+    f, s_ = sum(fast) / len(fast), sum(busy) / len(busy)
+    c = tm["c"]
+    if f < 0.5 * min(cal.get("host_share") or [0.0]) or s_ - c <= 0 or f - c <= 0:
+        return None
+    return {"ratio": (f - c) / (s_ - c), "ms_per_unit": 1000.0 / (tm["a"] * (s_ - c)),
+            "fast_share": round(f, 4), "slow_share": round(s_, 4)}
 
 
 # ------------------------------------------------------------ comparison --
@@ -715,18 +889,82 @@ def toml_value(v) -> str:
     return repr(v)
 
 
-def sim_scenario(sc: dict, ratio: float, ms_unit: float, seeds: int) -> str:
-    """The lab scenario as a simulator scenario, with the measured fast/slow speed ratio."""
+STALL_NOISE = 0.95  # noise fraction while a pCPU's QEMU thread is off its host CPU (the most the simulator allows)
+# Shortest run burst given to the simulator: the measured ones (0.5-0.9 ms; a thread waiting on
+# QEMU's big lock or hitting its quota starts a new host timeslice) would cost the simulator
+# millions of noise events per run; stalls that short average out within the workloads' phases
+# (100 ms and more), so bursts and stalls are scaled up together, availability unchanged.
+MIN_BURST_MS = 2.0
+
+
+def host_noise(sc: dict, raw: dict, cal: dict | None = None) -> dict | None:
+    """How the host time-shares the pool pCPUs' QEMU threads during the run, for the simulator:
+    per core class the availability a (the busy pCPUs' mean host CPU share between GO and the
+    first completion) and per pCPU the mean stay on a host CPU (burst_ms). A TCG pCPU runs in
+    bursts of burst_ms separated by stalls of burst_ms x (1 - a) / a, independently of the other
+    pCPUs; the simulator gets the same on/off pattern as bursty noise (exponential lengths) and
+    the class speed divided by the mean availability, so the average speed is unchanged and only
+    its distribution in time is added: a spinning barrier waits for a stalled sibling, as on the
+    host. None when the run has no host samples."""
+    h = raw.get("host") or {}
+    shares, bursts = h.get("all_busy"), h.get("burst_ms")
+    p, nf = sc["pcpus"], sc["fast"]
+    if not shares or not bursts or len(shares) != p + 1:
+        return None
+    if not any(d["workload"][0] == "barrier" for d in sc["domain"]):
+        # CPU-bound loops feel only the average speed (run_speeds); the stall pattern matters
+        # where threads wait for each other, and costs the simulator an event per burst.
+        return None
+    shares, bursts = shares[1:], bursts[1:]  # index 0: dom0's pCPU
+    groups = [list(range(nf)), list(range(nf, p))] if nf else [list(range(p))]
+    avail, burst = [0.0] * p, [0.0] * p
+    for g in groups:
+        if not g:
+            continue
+        top = max(shares[i] for i in g)
+        busy = [i for i in g if shares[i] >= 0.5 * top and shares[i] >= 0.05]
+        if busy:
+            a = sum(shares[i] for i in busy) / len(busy)
+            b = sum(bursts[i] for i in busy) / len(busy)
+        else:  # the class idled throughout the window: its calibration share, or no noise
+            cs = (cal or {}).get("host_share") or []
+            a = sum(cs[i] for i in g) / len(g) if len(cs) == p else 1.0
+            b = 3.0
+        for i in g:
+            avail[i] = min(1.0, a)
+            burst[i] = bursts[i] if i in busy else b
+    return {"avail": [round(x, 4) for x in avail], "burst_ms": [round(max(MIN_BURST_MS, x), 3) for x in burst],
+            "measured_burst_ms": [round(x, 3) for x in burst]}
+
+
+def sim_scenario(sc: dict, ratio: float, ms_unit: float, seeds: int, host: dict | None = None) -> str:
+    """The lab scenario as a simulator scenario, with the measured fast/slow speed ratio; with
+    host (host_noise), each CPU also stalls as its QEMU thread did on the host."""
     p, nf = sc["pcpus"], sc["fast"]
     disp = sc["cosched"] if sc["cosched"] != "none" else sc["sched"]
     L = [f"name = {json.dumps(sc['name'])}", "seed = 1", f"runs = {seeds}", "[machine]"]
+    noise = []
+    scale = [1.0] * p  # class speed / mean availability, per CPU
+    if host:
+        for i in range(p):
+            a, r = host["avail"][i], host["burst_ms"][i]
+            if a >= 0.97:
+                continue
+            stall = r * (1.0 - a) / a
+            mean_avail = (r + (1.0 - STALL_NOISE) * stall) / (r + stall)
+            scale[i] = 1.0 / mean_avail
+            noise += ["[[machine.noise]]", f"cpus = \"{i}\"", f"on_ms = {stall:.4f}", f"off_ms = {r:.4f}",
+                      f"fraction_on = {STALL_NOISE}", "fraction_off = 0.0", "random = true"]
+    else:
+        noise = ["[[machine.noise]]", f"cpus = \"0-{p - 1}\"", "on_ms = 0.1", "off_ms = 5.0",
+                 "fraction_on = 0.9", "random = true"]
     if nf:
-        L += [f"classes = [{{ name = \"fast\", speed = {ratio:.4f} }}, {{ name = \"slow\", speed = 1.0 }}]",
+        sf, ss = ratio * sum(scale[:nf]) / nf, sum(scale[nf:]) / (p - nf)
+        L += [f"classes = [{{ name = \"fast\", speed = {sf:.4f} }}, {{ name = \"slow\", speed = {ss:.4f} }}]",
               f"cpus = [{{ class = \"fast\", count = {nf} }}, {{ class = \"slow\", count = {p - nf} }}]"]
     else:
-        L += ["classes = [{ name = \"cpu\", speed = 1.0 }]", f"cpus = [{{ class = \"cpu\", count = {p} }}]"]
-    L += [f"mem_domain_size = {p}", "[[machine.noise]]", f"cpus = \"0-{p - 1}\"", "on_ms = 0.1", "off_ms = 5.0",
-          "fraction_on = 0.9", "random = true", "[dispatcher]", f"name = {json.dumps(disp)}"]
+        L += [f"classes = [{{ name = \"cpu\", speed = {sum(scale) / p:.4f} }}]", f"cpus = [{{ class = \"cpu\", count = {p} }}]"]
+    L += [f"mem_domain_size = {p}"] + noise + ["[dispatcher]", f"name = {json.dumps(disp)}"]
     if sc["tslice_ms"] != 30:
         L.append(f"tslice_ms = {sc['tslice_ms']}")
     for d in sc["domain"]:
@@ -782,8 +1020,13 @@ def headline(metric: str, subj, comp: dict[str, float]) -> float:
     return comp[a] / comp[b]
 
 
-def compare(out: Path, calib_file: Path | None, only: list[str] | None, seeds: int = 3) -> dict:
-    """Each case in the lab and in the simulator configured with the measured speeds; side by side."""
+def compare(out: Path, calib_file: Path | None, only: list[str] | None, seeds: int = 3, reuse: bool = False,
+            lab_only: bool = False) -> dict:
+    """Each case in the lab and in the simulator configured with the measured speeds; side by side.
+    The simulator's speeds are the run's own (run_speeds: host CPU shares during the run through
+    the calibration's speed model) when the run has them, else the calibration's; the headline
+    with the calibration's speeds is kept as sim_calibrated. reuse: a case whose lab boot already
+    left a complete raw.json in --out is not booted again (only the simulator side is redone)."""
     out.mkdir(parents=True, exist_ok=True)
     cal = json.loads(calib_file.read_text()) if calib_file else calibrate(out / "calibration")
     ratio, ms_unit = cal["ratio"], 1000.0 / cal["slow_units_per_s"]
@@ -798,7 +1041,13 @@ def compare(out: Path, calib_file: Path | None, only: list[str] | None, seeds: i
             wd = out / name / label
             wd.mkdir(parents=True, exist_ok=True)
             for attempt in range(2):
-                raw = boot_and_run(sc, wd / f"xen{attempt or ''}")
+                prev_raw = wd / f"xen{attempt or ''}" / "raw.json"
+                if reuse and prev_raw.exists():
+                    raw = json.loads(prev_raw.read_text())
+                    raw["domains"] = {n: r for n, r in raw["domains"].items()}
+                    raw["counters"] = {int(k): v for k, v in raw["counters"].items()}
+                else:
+                    raw = boot_and_run(sc, wd / f"xen{attempt or ''}")
                 xc = {n: (r.get("result") or {}).get("elapsed_s") for n, r in raw["domains"].items()}
                 bad = [n for n, r in raw["domains"].items() if r.get("rc") != 0 or xc.get(n) is None]
                 if not bad and len(xc) == len(sc["domain"]):
@@ -809,9 +1058,22 @@ def compare(out: Path, calib_file: Path | None, only: list[str] | None, seeds: i
                      + ("retrying once" if attempt == 0 else "giving up"))
             else:
                 die(f"compare {name}/{label}: not every domain finished in Xen twice in a row")
-            sim = run_sim(sim_scenario(sc, ratio if sc["fast"] else 1.0, ms_unit, seeds), wd)
+            if lab_only:
+                print(f"{name:<15} {label:<7} lab boot done: {xc} (load {raw['loadavg_before'][0]:.1f})", flush=True)
+                continue
+            rs = run_speeds(sc, raw, cal)
+            hn = host_noise(sc, raw, cal)
+            r0 = ratio if sc["fast"] else 1.0
+            simc = run_sim(sim_scenario(sc, r0, ms_unit, seeds), wd)
+            if rs or hn:
+                (wd / "run-speeds").mkdir(exist_ok=True)
+                sim = run_sim(sim_scenario(sc, rs["ratio"] if rs else r0, rs["ms_per_unit"] if rs else ms_unit, seeds, hn),
+                              wd / "run-speeds")
+            else:
+                sim = simc
             sc_ = {n: sum(v) / len(v) for n, v in sim.items() if ":" not in n}
             hx, hs = headline(metric, subj, xc), headline(metric, subj, sc_)
+            hsc = headline(metric, subj, {n: sum(v) / len(v) for n, v in simc.items() if ":" not in n})
             cnt = domain_counters(raw, sc)
             row = {"case": name, "policy": label, "metric": metric, "xen": hx, "sim": hs,
                    "rel_diff": abs(hx - hs) / hs, "xen_completion_s": xc, "sim_completion_s": sc_,
@@ -822,31 +1084,45 @@ def compare(out: Path, calib_file: Path | None, only: list[str] | None, seeds: i
                                                                   xc[d["name"]], sc["tslice_ms"]) for d in sc["domain"]},
                    "sim_mig_per_slice": {d["name"]: mig_per_slice(sum(sim[d["name"] + ":migrations"]) / seeds, d["vcpus"],
                                                                   sc_[d["name"]], sc["tslice_ms"]) for d in sc["domain"]},
+                   "sim_calibrated": hsc, "rel_diff_calibrated": abs(hx - hsc) / hsc,
+                   "speeds": ({"source": "run", **rs} if rs else
+                              {"source": "calibration" if sc["fast"] else "symmetric", "ratio": ratio if sc["fast"] else 1.0}),
+                   "host_share_all_busy": (raw.get("host") or {}).get("all_busy"), "host_noise": hn,
                    "loadavg": raw["loadavg_before"][0]}
             rows.append(row)
             (out / "comparison.json").write_text(json.dumps({"calibration": cal, "rows": rows}, indent=1) + "\n")
             print(f"{name:<15} {label:<7} {metric:<17} xen {hx:7.3f}  sim {hs:7.3f}  diff {row['rel_diff'] * 100:5.1f} %"
-                  f"  (load {row['loadavg']:.1f})", flush=True)
+                  f"  (speeds: {row['speeds']['source']}, ratio {row['speeds']['ratio']:.2f}; with the calibration's:"
+                  f" sim {hsc:.3f}, {row['rel_diff_calibrated'] * 100:.1f} %; load {row['loadavg']:.1f})", flush=True)
     res = {"calibration": cal, "rows": rows}
-    (out / "comparison.json").write_text(json.dumps(res, indent=1) + "\n")
+    if not lab_only:
+        (out / "comparison.json").write_text(json.dumps(res, indent=1) + "\n")
     return res
 
 
 def markdown_table(res: dict) -> str:
     """comparison.json as the table in docs/xen.md."""
     cal = res["calibration"]
+    tm = cal.get("tick_model")
     L = [f"Calibration: fast/slow = {cal['ratio']:.2f} (units/s per pool pCPU "
-         f"{', '.join('%.0f' % r for r in cal['units_per_s'])}; load average {cal['loadavg'][0]:.1f}).", "",
-         "| case | policy | metric | Xen | simulator | difference | Xen completion s | simulator completion s "
+         f"{', '.join('%.0f' % r for r in cal['units_per_s'])}; load average {cal['loadavg'][0]:.1f})"
+         + (f"; host CPU share per pool pCPU {', '.join('%.2f' % x for x in cal['host_share'])}, "
+            f"speed model units/s = {tm['a']:.0f} x (share - {tm['c']:.3f})" if tm else "") + ".", "",
+         "| case | policy | metric | Xen | simulator | difference | speeds (fast/slow) | simulator, calibration's speeds "
+         "| Xen completion s | simulator completion s "
          "| migrations per vCPU per slice, max over domains: Xen / sim | load |",
-         "|---|---|---|---|---|---|---|---|---|---|"]
+         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["rows"]:
         xc = ", ".join(f"{k} {v:.1f}" for k, v in r["xen_completion_s"].items())
         sc = ", ".join(f"{k} {v:.1f}" for k, v in r["sim_completion_s"].items())
         mig = (f"{max(r['xen_mig_per_slice'].values()):.3f} / {max(r['sim_mig_per_slice'].values()):.3f}"
                if r.get("xen_mig_per_slice") else "-")
+        sp = r.get("speeds") or {"source": "calibration", "ratio": cal["ratio"]}
+        spd = "symmetric" if sp["source"] == "symmetric" else f"{sp['ratio']:.2f} ({sp['source']})"
+        simc = (f"{r['sim_calibrated']:.2f} ({r['rel_diff_calibrated'] * 100:.0f} %)"
+                if "sim_calibrated" in r else "-")
         L.append(f"| {r['case']} | {r['policy']} | {r['metric']} | {r['xen']:.2f} | {r['sim']:.2f} | "
-                 f"{r['rel_diff'] * 100:.0f} % | {xc} | {sc} | {mig} | {r['loadavg']:.1f} |")
+                 f"{r['rel_diff'] * 100:.0f} % | {spd} | {simc} | {xc} | {sc} | {mig} | {r['loadavg']:.1f} |")
     return "\n".join(L) + "\n"
 
 
@@ -883,6 +1159,11 @@ def smoke(out: Path) -> None:
             fails.append(f"domain {n}: no fast/slow time recorded")
     if sum(int(c.get("fast_grants", 0)) for c in cnt.values()) <= 0:
         fails.append("AASH granted no fast credits")
+    # Two busy VMs on one fast and one slow pCPU under AASH trade places as the fast credits
+    # rotate: every grant to the VM on the slow pCPU is a fast<->slow migration (patch 0002's
+    # counter, counted where the vCPU next runs, whichever path moved it).
+    if sum(int(c.get("class_migrations", 0)) for c in cnt.values()) <= 0:
+        fails.append(f"no fast<->slow migration counted although AASH rotates the fast pCPU: {cnt}")
     if raw["errors"]:
         fails.append(f"dom0 reported errors: {raw['errors']}")
     s = summary(sc, [raw], "aash")
@@ -911,6 +1192,7 @@ def main(argv: list[str]) -> int:
     r.add_argument("--runs", type=int, default=1)
     r.add_argument("--sched", choices=SCHEDS, help="override the scenario's sched")
     r.add_argument("--cosched", choices=COSCHEDS, help="override the scenario's cosched")
+    r.add_argument("--rseq", choices=("on", "off"), help="override the scenario's rseq")
     c = sub.add_parser("calibrate")
     c.add_argument("--out", type=Path)
     c.add_argument("--pcpus", type=int, default=4)
@@ -922,6 +1204,8 @@ def main(argv: list[str]) -> int:
     cp.add_argument("--calibration", type=Path, help="a calibration.json from `calibrate` (default: calibrate first)")
     cp.add_argument("--only", nargs="*", help=f"cases: {', '.join(c[0] for c in COMPARE)}")
     cp.add_argument("--seeds", type=int, default=3)
+    cp.add_argument("--reuse", action="store_true", help="reuse the lab boots already in --out (simulator side only)")
+    cp.add_argument("--lab-only", action="store_true", help="boot the cases, no simulator (then --reuse for the rows)")
     t = sub.add_parser("table")
     t.add_argument("comparison", type=Path)
     k = sub.add_parser("check")
@@ -939,7 +1223,10 @@ def main(argv: list[str]) -> int:
             sc = load_scenario(a.scenario)
             print(scenario_script(sc))
         elif a.cmd == "run":
-            cmd_run(a.scenario, out, a.runs, {k: v for k, v in (("sched", a.sched), ("cosched", a.cosched)) if v})
+            ov = {k: v for k, v in (("sched", a.sched), ("cosched", a.cosched)) if v}
+            if a.rseq:
+                ov["rseq"] = a.rseq == "on"
+            cmd_run(a.scenario, out, a.runs, ov)
         elif a.cmd == "calibrate":
             calibrate(out, a.pcpus, a.fast)
         elif a.cmd == "smoke":
@@ -947,7 +1234,7 @@ def main(argv: list[str]) -> int:
         elif a.cmd == "table":
             print(markdown_table(json.loads(a.comparison.read_text())), end="")
         elif a.cmd == "compare":
-            compare(out, a.calibration, a.only, a.seeds)
+            compare(out, a.calibration, a.only, a.seeds, a.reuse, a.lab_only)
     except LabError as e:
         print(f"xen-lab: error: {e}", file=sys.stderr)
         return 2
