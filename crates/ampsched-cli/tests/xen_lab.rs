@@ -55,6 +55,32 @@ fn more_vcpus_than_the_pools_pcpus_is_refused_naming_the_field() {
 }
 
 #[test]
+fn start_placement_repeat_and_rseq_are_checked_before_booting() {
+    // `start` names one pool pCPU per vCPU, like `pin`, and not both at once.
+    rejected(
+        "start-out-of-pool",
+        "pcpus = 2\nfast = 0\n[[domain]]\nname = \"vm1\"\nstart = [2]\nworkload = [\"spin\", \"--units\", \"10\"]\n",
+        &["domain[0].start = [2]", "one pool pCPU (0..1) per vCPU (1)"],
+    );
+    rejected(
+        "start-and-pin",
+        "pcpus = 2\nfast = 0\n[[domain]]\nname = \"vm1\"\nstart = [0]\npin = [1]\nworkload = [\"spin\", \"--units\", \"10\"]\n",
+        &["domain[0].start = [0]", "either pin", "not both"],
+    );
+    // The stress test's run time fits in the scenario's timeout.
+    rejected(
+        "repeat-past-timeout",
+        "timeout_s = 100\n[[domain]]\nname = \"vm1\"\nrepeat_s = 200\nworkload = [\"spin\", \"--units\", \"10\"]\n",
+        &["domain[0].repeat_s = 200", "0..timeout_s (100)"],
+    );
+    rejected(
+        "rseq-not-bool",
+        "rseq = \"yes\"\n[[domain]]\nname = \"vm1\"\nworkload = [\"spin\", \"--units\", \"10\"]\n",
+        &["rseq = 'yes'", "true | false"],
+    );
+}
+
+#[test]
 fn unknown_scheduler_options_are_refused_with_the_allowed_values() {
     rejected(
         "unknown-sched",
