@@ -11,13 +11,16 @@
 //! - cooperate ([`crate::cooperate`]): those masks only while managed
 //!   threads contend for the fast CPUs, else every narrowed thread widened
 //!   back to its own mask (Linux places a lone thread well by itself);
+//! - back-off ([`crate::backoff`]): each group's progress measured in short
+//!   hands-off windows interleaved with managed ones; a group whose placement
+//!   does worse than the kernel alone is left to the kernel (probed again);
 //! - apply ([`crate::apply`]): `sched_setaffinity`, with the state file of
 //!   originals written before the first change and everything restored on
 //!   exit;
 //! - export ([`crate::export`]): decision log, metrics, trace, sample
 //!   recording.
 //!
-//! Per period (default 30 ms): inventory → observe → decide → cooperate → apply →
+//! Per period (default 30 ms): inventory → observe → decide → cooperate → back-off → apply →
 //! export, then sleep to the next deadline. ESRCH and EPERM are logged and
 //! skipped. On exit (normal, SIGINT, SIGTERM, SIGHUP, target exit, or a panic
 //! unwinding through the loop) every changed thread gets its original back
@@ -25,9 +28,10 @@
 
 use crate::actuate::{Actuator, DryRun, LinuxActuator, Remembering};
 use crate::apply::Applier;
+use crate::backoff::{group_work, hands_off_filter, Backoff, BackoffParams};
 use crate::clock::Clock;
 use crate::config::{Target, TargetKind};
-use crate::cooperate::{cooperate, fast_set, kept_from_fast, on_idle_fast_cpu, Confined, Load};
+use crate::cooperate::{cooperate, fast_set, kept_from_fast, on_idle_fast_cpu, order_changes, Confined, Load};
 use crate::decide::Decider;
 use crate::discovery::Discovered;
 use crate::events::{EventSource, IdleSwitch};
@@ -134,6 +138,11 @@ pub struct Agent {
     /// When the last change was applied (monotonic ns): idle switches before it may be the
     /// agent's own migrations and are not reacted to.
     applied_at_ns: u64,
+    /// Per-group measurement of the agent against the kernel alone.
+    backoff: Backoff,
+    /// Per group, this period's weighted run time and activity (reused).
+    gwork: Vec<f64>,
+    gactive: Vec<bool>,
 }
 
 /// Raise the agent's soft limit on open files to the hard limit (two or three kept-open
@@ -246,6 +255,9 @@ impl Agent {
             events: None,
             idle: Vec::new(),
             applied_at_ns: 0,
+            backoff: Backoff::new(BackoffParams::default()),
+            gwork: Vec::new(),
+            gactive: Vec::new(),
         })
     }
 
@@ -292,6 +304,10 @@ impl Agent {
         if cooperate(&load, &obs.snap.tasks, decided, &mut self.coop) {
             self.stats.contended_periods += 1;
         }
+        self.back_off(&obs.snap);
+        // SAFETY: no preconditions.
+        let me = u32::try_from(unsafe { libc::sched_getcpu() }).ok().and_then(|c| self.d.topo_id(c));
+        order_changes(&self.d.topo, me, &mut self.coop);
         let r = self.app.apply(&self.coop, &mut self.inv, &self.d, &mut self.ex, &mut self.stats);
         self.obs.recycle(obs.snap);
         self.stats.periods += 1;
@@ -300,6 +316,33 @@ impl Agent {
             self.ex.trace_period(&view!(self), &obs.on_cpu, &obs.runnable_tids)?;
         }
         Ok(())
+    }
+
+    /// Do no harm: account the period to each group's mode, take the verdicts due, and leave
+    /// the groups that are hands-off now to the kernel (`crate::backoff`).
+    fn back_off(&mut self, snap: &ampsched_policy::Snapshot) {
+        group_work(&self.d.topo, snap, &mut self.gwork, &mut self.gactive);
+        for t in self.backoff.end_period(snap.period.0, &self.gwork, &self.gactive) {
+            if t.backed_off {
+                self.stats.backoffs += 1;
+            } else {
+                self.stats.backoff_returns += 1;
+            }
+            let name = self.inv.domains.get(t.group).map(|d| d.name.clone()).unwrap_or_default();
+            self.ex.log(serde_json::json!({"event": if t.backed_off { "back-off" } else { "back-on" },
+                "target": name, "progress_managed": t.managed, "progress_hands_off": t.hands_off}));
+        }
+        let bo = &self.backoff;
+        hands_off_filter(&snap.tasks, &|g| bo.hands_off(g), &mut self.coop);
+        let mut any = false;
+        for (g, dom) in self.inv.domains.iter_mut().enumerate() {
+            dom.hands_off = bo.hands_off(g);
+            dom.backed_off = bo.backed_off(g);
+            dom.backoffs = bo.backoffs(g);
+            dom.progress_ratio = bo.ratio(g);
+            any |= dom.hands_off && dom.alive;
+        }
+        self.stats.hands_off_periods += u64::from(any);
     }
 
     /// Put back every affinity the agent changed; remove the state file. Returns failures.

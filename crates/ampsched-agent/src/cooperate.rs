@@ -93,6 +93,27 @@ pub fn cooperate(load: &Load, tasks: &[TaskSample], decided: &[AffinityChange], 
     }
 }
 
+/// Order one period's changes so that a swap never leaves its threads stacked on one CPU
+/// for longer than two system calls (issue 15 D5, capability's slow runs).
+///
+/// Changes are set one `sched_setaffinity` at a time, and a call can take milliseconds: a
+/// running thread is moved by the CPU stopper of the CPU it runs on (kernel/sched/core.c
+/// `affine_move_task` → `stop_one_cpu`), which waits for that (virtual) CPU to take the
+/// interrupt, and a thread moved onto the agent's own CPU may preempt the agent
+/// (`wakeup_preempt` in `move_queued_task`) before its next call. Under `capability`, whose
+/// every decision is a swap of two single-CPU pins (A: {0} → {1}, B: {1} → {0}, in task
+/// order), both threads sat on slow CPU 1 between the two calls, 2-8 ms of every 30 ms
+/// period (decision logs of 16 stress-ng runs, 20-195 ms per ≈ 1 s run). So changes that
+/// give a fast CPU go first: the slow call (moving B off the slow CPU it runs on) happens
+/// while nothing is stacked yet, and a stack, if the agent is held up after it, forms on a
+/// fast CPU (both threads progress at half the fast speed) rather than on the slow one.
+/// Among equals, changes that may land a thread on the agent's own CPU go last. The sort is
+/// stable: otherwise task order.
+pub fn order_changes(topo: &Topology, agent_cpu: Option<CpuId>, changes: &mut [AffinityChange]) {
+    let fast = fast_set(topo);
+    changes.sort_by_key(|c| (!c.mask.intersects(&fast), agent_cpu.is_some_and(|a| c.mask.contains(a))));
+}
+
 /// A managed thread as the reaction to an idle fast CPU sees it.
 #[derive(Clone, Copy, Debug)]
 pub struct Confined {

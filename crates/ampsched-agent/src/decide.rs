@@ -72,6 +72,7 @@ impl Decider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ampsched_model::CpuSet;
 
     #[test]
     fn period_parameter_names() {
@@ -105,5 +106,80 @@ mod tests {
             &Topology::fast_slow(1, 2.0, 1, 1.0, 2)
         )
         .is_err());
+    }
+
+    /// Which threads share a single-CPU mask after each change is set in turn: the stacks a
+    /// sequence of `sched_setaffinity` calls goes through (masks start as `start`).
+    fn stacks(start: &[(u32, CpuSet)], changes: &[AffinityChange]) -> Vec<Option<u32>> {
+        let mut m: Vec<(u32, CpuSet)> = start.to_vec();
+        changes
+            .iter()
+            .map(|c| {
+                m.iter_mut().find(|(t, _)| *t == c.task.0).unwrap().1 = c.mask;
+                let single: Vec<CpuSet> = m.iter().map(|x| x.1).filter(|s| s.len() == 1).collect();
+                single.iter().enumerate().find(|(i, a)| single[i + 1..].contains(a)).map(|(_, a)| a.first().unwrap().0)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn capabilitys_swap_is_set_without_stacking_both_threads_on_the_slow_cpu() {
+        use ampsched_model::{CpuId, DomainId, TaskId};
+        use ampsched_policy::{CpuSample, TaskSample, TaskState};
+        // The development machine: CPU 0 fast (speed 1), CPU 1 slow (0.5), the hog's 15 ms of
+        // SCHED_FIFO per 30 ms on CPU 1 is noise. Two stress-ng workers, both running.
+        let topo = Topology::fast_slow(1, 1.0, 1, 0.5, 2);
+        let mut dec =
+            Decider::new(&PolicySpec { name: "capability".into(), params: Default::default() }, 30.0, &topo).unwrap();
+        let all = CpuSet::from_cpus([CpuId(0), CpuId(1)]);
+        let w = |id: u32, cpu: u32, aff: CpuSet| TaskSample {
+            id: TaskId(id),
+            domain: DomainId(0),
+            vcpu: id,
+            active: true,
+            state: TaskState::Running,
+            run_by_class: vec![Nanos::from_ms(15); 2],
+            cpu: Some(CpuId(cpu)),
+            allowed: all,
+            affinity: aff,
+            ws_kb: 0,
+        };
+        let snap = |a: CpuSet, b: CpuSet| Snapshot {
+            now: Nanos::from_ms(30),
+            period: Nanos::from_ms(30),
+            cpus: vec![
+                CpuSample { id: CpuId(0), busy: Nanos::from_ms(30), ..Default::default() },
+                CpuSample { id: CpuId(1), busy: Nanos::from_ms(15), noise: Nanos::from_ms(15), ..Default::default() },
+            ],
+            tasks: vec![w(0, 0, a), w(1, 1, b)],
+            domains: Vec::new(),
+        };
+        // Launch: each worker pinned where it runs (A → {0}, B → {1}).
+        let one = |c: u32| CpuSet::single(CpuId(c));
+        let got: Vec<(u32, CpuSet)> = dec.decide(&topo, &snap(all, all)).iter().map(|c| (c.task.0, c.mask)).collect();
+        assert_eq!(got, vec![(0, one(0)), (1, one(1))]);
+        // Next period: ECPT 30 on CPU 0 against 7.5 on CPU 1 (EC = 0.5 × 15 ms): CPU 0 swaps
+        // with CPU 1, A → {1}, B → {0}, decided in task order.
+        let mut swap = dec.decide(&topo, &snap(one(0), one(1))).to_vec();
+        assert_eq!(swap.iter().map(|c| (c.task.0, c.mask)).collect::<Vec<_>>(), vec![(0, one(1)), (1, one(0))]);
+        let start = [(0, one(0)), (1, one(1))];
+        // Set in that order, the first call stacks both workers on slow CPU 1 until the second
+        // returns — which moves B, running on CPU 1, by CPU 1's stopper: 2-8 ms of every
+        // period, measured.
+        assert_eq!(stacks(&start, &swap), vec![Some(1), None]);
+        // Ordered: B's move to fast CPU 0 first, wherever the agent runs; a stack after it is
+        // on the fast CPU.
+        for me in [Some(CpuId(1)), Some(CpuId(0)), None] {
+            crate::cooperate::order_changes(&topo, me, &mut swap);
+            assert_eq!(swap.iter().map(|c| c.task.0).collect::<Vec<_>>(), vec![1, 0], "agent on {me:?}");
+            assert_eq!(stacks(&start, &swap), vec![Some(0), None]);
+        }
+        // Among changes that both give a fast CPU, the one onto the agent's own CPU goes last.
+        let mut two = vec![
+            AffinityChange { task: ampsched_model::TaskId(0), mask: CpuSet::from_cpus([CpuId(0), CpuId(1)]) },
+            AffinityChange { task: ampsched_model::TaskId(1), mask: one(0) },
+        ];
+        crate::cooperate::order_changes(&topo, Some(CpuId(1)), &mut two);
+        assert_eq!(two.iter().map(|c| c.task.0).collect::<Vec<_>>(), vec![1, 0]);
     }
 }

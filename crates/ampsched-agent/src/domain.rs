@@ -31,4 +31,12 @@ pub struct Domain {
     pub(crate) changes: u64,
     pub(crate) active: usize,
     pub(crate) threads: usize,
+    /// Left to the kernel in the period now starting (`crate::backoff`).
+    pub(crate) hands_off: bool,
+    /// Backed off: its placement measured worse than the kernel's alone.
+    pub(crate) backed_off: bool,
+    /// Times it backed off.
+    pub(crate) backoffs: u64,
+    /// Median progress managed ÷ hands-off, once measured.
+    pub(crate) progress_ratio: Option<f64>,
 }

@@ -191,12 +191,15 @@ impl Export {
         self.trace_last_ts = Some(ts);
         let span = (since * n_fast as u64).max(1) as f64;
         self.trace_fast_ns.resize(v.domains.len(), 0);
-        let targets: Vec<(i32, f64, u32)> = v
+        let targets: Vec<(i32, f64, u32, u8)> = v
             .domains
             .iter()
             .enumerate()
             .filter(|(_, d)| d.alive)
-            .map(|(i, d)| (d.root, (d.fast_ns - self.trace_fast_ns[i]) as f64 / span, d.active as u32))
+            .map(|(i, d)| {
+                let hands = if d.backed_off { 2 } else { u8::from(d.hands_off) };
+                (d.root, (d.fast_ns - self.trace_fast_ns[i]) as f64 / span, d.active as u32, hands)
+            })
             .collect();
         for (i, d) in v.domains.iter().enumerate() {
             self.trace_fast_ns[i] = d.fast_ns;
@@ -239,6 +242,25 @@ pub fn render_metrics(v: &MetricsView) -> String {
         per(&|d| d.active as f64),
     );
     metric("ampsched_managed_threads", "gauge", "Threads under management.", per(&|d| d.threads as f64));
+    metric(
+        "ampsched_backed_off",
+        "gauge",
+        "1 when the agent leaves the target to the kernel because its placement measured worse (probed now and then).",
+        per(&|d| f64::from(u8::from(d.backed_off))),
+    );
+    metric(
+        "ampsched_hands_off",
+        "gauge",
+        "1 when the target is left to the kernel this period (a probe window, or backed off).",
+        per(&|d| f64::from(u8::from(d.hands_off))),
+    );
+    metric("ampsched_backoffs_total", "counter", "Times the agent backed off the target.", per(&|d| d.backoffs as f64));
+    metric(
+        "ampsched_progress_managed_vs_hands_off",
+        "gauge",
+        "Median progress (speed-weighted run time per wall time) managed divided by hands-off (NaN until measured).",
+        per(&|d| d.progress_ratio.unwrap_or(f64::NAN)),
+    );
     metric(
         "ampsched_migrations_total",
         "counter",

@@ -207,6 +207,10 @@ impl Inventory {
             changes: 0,
             active: 0,
             threads: 0,
+            hands_off: false,
+            backed_off: false,
+            backoffs: 0,
+            progress_ratio: None,
         });
         ex.log(ev);
         if let Some(tr) = ex.trace.as_mut() {

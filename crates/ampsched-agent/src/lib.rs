@@ -22,7 +22,8 @@
 //! - the loop's parts: [`clock`], [`inventory`] (what is managed),
 //!   [`observe`] (samples → the placer's snapshot), [`decide`] (the shared
 //!   placer bridge), [`cooperate`] (the placer's masks only under contention for
-//!   the fast CPUs), [`apply`] (affinities and their restore), [`export`]
+//!   the fast CPUs), [`backoff`] (groups left to the kernel where the agent's
+//!   placement measures worse), [`apply`] (affinities and their restore), [`export`]
 //!   (log, metrics, trace, sample recording);
 //! - [`control`]: the loop calling them.
 
@@ -30,6 +31,7 @@
 
 pub mod actuate;
 pub mod apply;
+pub mod backoff;
 pub mod clock;
 pub mod config;
 pub mod control;

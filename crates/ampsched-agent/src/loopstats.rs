@@ -27,6 +27,13 @@ pub struct LoopStats {
     /// Periods in which managed threads contended for the fast CPUs (the placer's masks
     /// applied); in the others every narrowed thread was widened (`cooperate`).
     pub contended_periods: u64,
+    /// Periods in which some group was left to the kernel (a probe window, or backed off;
+    /// see `backoff`).
+    pub hands_off_periods: u64,
+    /// Times a group backed off (its placement measured worse than the kernel's alone).
+    pub backoffs: u64,
+    /// Times a backed-off group came back under management.
+    pub backoff_returns: u64,
     /// Fast-CPU idle switches the event source reported.
     pub idle_events: u64,
     /// Idle switches reacted to with no runnable thread kept from that CPU (only widened).
@@ -71,6 +78,9 @@ impl LoopStats {
             "schedstat_reads_per_period": if self.periods == 0 { 0.0 } else { self.schedstat_reads as f64 / self.periods as f64 },
             "threads_per_period": if self.periods == 0 { 0.0 } else { self.thread_samples as f64 / self.periods as f64 },
             "contended_periods": self.contended_periods,
+            "hands_off_periods": self.hands_off_periods,
+            "backoffs": self.backoffs,
+            "backoff_returns": self.backoff_returns,
             "idle_events": self.idle_events,
             "idle_no_candidate": self.idle_no_candidate,
             "reactions": self.reaction_ns.len(),

@@ -16,7 +16,9 @@
 //!   (`fast share`; estimated as the agent accounts it: a thread's run time in
 //!   a period is charged to the class of the CPU it was last seen on, or of its
 //!   mask, so a period in which the fast CPU changed hands can read a few %
-//!   above 1 or below) and its active threads; per managed thread the fast share of
+//!   above 1 or below), its active threads and `hands-off` (0 = the agent's
+//!   placement in force, 1 = left to the kernel: a probe window, 2 = backed
+//!   off, see `crate::backoff`); per managed thread the fast share of
 //!   the affinity mask the agent gave it (`mask fast`: 1 = fast CPUs only,
 //!   0 = slow CPUs only; a step at every decision); the agent's cumulative
 //!   affinity changes (`agent.affinity_changes`).
@@ -55,6 +57,7 @@ struct ThreadInfo {
 struct ProcInfo {
     fast_track: u64,
     active_track: u64,
+    hands_track: u64,
 }
 
 /// One period as the agent saw it.
@@ -65,8 +68,9 @@ pub struct PeriodSample<'a> {
     pub runnable: &'a dyn Fn(i32) -> bool,
     /// Per CPU: effective capacity (1024 = a full CPU of the reference class).
     pub capacity: &'a [f64],
-    /// Per target process: (pid, share of the fast CPUs' time in the period, active threads).
-    pub targets: &'a [(i32, f64, u32)],
+    /// Per target process: (pid, share of the fast CPUs' time in the period, active threads,
+    /// hands-off: 0 managed, 1 probe window, 2 backed off).
+    pub targets: &'a [(i32, f64, u32, u8)],
     /// Affinity changes made so far.
     pub changes_total: u64,
 }
@@ -112,7 +116,8 @@ impl AgentTrace {
         let (pu, _) = self.w.processes(ts, &[(pid as u32, name)], &[]);
         let fast_track = self.w.counter_track("fast share", Some(pu[0]));
         let active_track = self.w.counter_track("active threads", Some(pu[0]));
-        self.procs.insert(pid, ProcInfo { fast_track, active_track });
+        let hands_track = self.w.counter_track("hands-off", Some(pu[0]));
+        self.procs.insert(pid, ProcInfo { fast_track, active_track, hands_track });
     }
 
     /// A thread of process `pid` comes under management.
@@ -182,11 +187,12 @@ impl AgentTrace {
                 self.khz[c] = khz;
             }
         }
-        for &(pid, fast, active) in s.targets {
+        for &(pid, fast, active, hands) in s.targets {
             if let Some(p) = self.procs.get(&pid) {
-                let (f, a) = (p.fast_track, p.active_track);
+                let (f, a, h) = (p.fast_track, p.active_track, p.hands_track);
                 self.w.counter(ts, f, fast);
                 self.w.counter(ts, a, active as f64);
+                self.w.counter(ts, h, hands as f64);
             }
         }
         self.w.counter(ts, self.changes_track, s.changes_total as f64);
@@ -238,7 +244,7 @@ mod tests {
                 on_cpu: &[Some(41), Some(42)],
                 runnable: &all,
                 capacity: &[1024.0, 512.0],
-                targets: &[(40, 1.0, 2)],
+                targets: &[(40, 1.0, 2, 0)],
                 changes_total: 1,
             },
         )
@@ -249,7 +255,7 @@ mod tests {
                 on_cpu: &[Some(42), Some(41)],
                 runnable: &all,
                 capacity: &[1024.0, 512.0],
-                targets: &[(40, 1.0, 2)],
+                targets: &[(40, 1.0, 2, 2)],
                 changes_total: 2,
             },
         )
@@ -286,6 +292,9 @@ mod tests {
         let ch = r.tracks_named("agent.affinity_changes");
         assert_eq!(r.counters[&ch[0]].iter().map(|x| x.1).collect::<Vec<_>>(), vec![1.0, 2.0]);
         assert_eq!(r.tracks_named("fast share").len(), 1);
+        // Managed in period 1, backed off in period 2.
+        let h = r.tracks_named("hands-off");
+        assert_eq!(r.counters[&h[0]], vec![(30_000_000, 0.0), (60_000_000, 2.0)]);
     }
 
     #[test]
