@@ -33,8 +33,19 @@
 #   (e) default 4.062 s, agent 3.044 s: -25.1 %
 #   (c) |t1 - t2| default 0.899 s, agent 0.014 s
 #   (d) 64 threads 155 us/period, 0.70 % of one CPU; 256 threads 357 us, 1.61 %
+#
+# The real-workload suite (issue 15 D6: stress-ng, sysbench, xz, make, numpy, rt-app,
+# barriers, phased, two-process fairness; default Linux vs each placer, interleaved):
+#   scripts/bench-agent.sh --suite real [--reps 7] [--only W,..] [--budget-s 540] [--summary]
+# (scripts/bench_agent_real.py has the method; results in docs/agent.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--suite" ]; then
+  [ "${2:-}" = real ] || { echo "--suite: unknown suite '${2:-}'; allowed: real" >&2; exit 2; }
+  shift 2
+  case " $* " in *" --summary "*) ;; *) nice -n 19 cargo build -q --release -p ampsched-cli -p ampsched-agent;; esac
+  exec python3 scripts/bench_agent_real.py "$@"
+fi
 RUNS="${1:-5}"
 CASES="${2:-abcdesr}"
 TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
