@@ -223,12 +223,13 @@ impl Backoff {
                 Vec::new()
             }
             Window::Probe => {
-                let t = self.verdict();
-                if t.is_empty() {
-                    self.stretch = (self.stretch + 1).min(self.p.max_stretch);
-                } else {
-                    self.stretch = 0;
-                }
+                let (t, judged) = self.verdict();
+                // Longer policy windows only once a verdict was taken and held.
+                self.stretch = match (judged, t.is_empty()) {
+                    (true, true) => (self.stretch + 1).min(self.p.max_stretch),
+                    (_, false) => 0,
+                    (false, true) => self.stretch,
+                };
                 self.cycles += 1;
                 self.window = Window::Policy;
                 // Jitter of 0-4 periods (a fixed sequence), so a program's own period does not
@@ -263,13 +264,15 @@ impl Backoff {
     }
 
     /// After a probe: harm (see the module doc) backs a group off; its absence at half the
-    /// margin brings a backed-off group back.
-    fn verdict(&mut self) -> Vec<Transition> {
+    /// margin brings a backed-off group back. Also returns whether any group was judged.
+    fn verdict(&mut self) -> (Vec<Transition>, bool) {
         let mut out = Vec::new();
+        let mut judged = false;
         for (g, grp) in self.groups.iter_mut().enumerate() {
             if grp.managed.len() < self.p.min_windows || grp.hands.len() < self.p.min_windows {
                 continue;
             }
+            judged = true;
             let m = median(grp.managed.iter().map(|s| s.0));
             let h = median(grp.hands.iter().map(|s| s.0));
             let mt = median(grp.managed.iter().map(|s| s.1));
@@ -283,7 +286,7 @@ impl Backoff {
                 out.push(Transition { group: g, backed_off: grp.backed_off, managed: m, hands_off: h });
             }
         }
-        out
+        (out, judged)
     }
 }
 
@@ -359,22 +362,22 @@ mod tests {
             seq.push(if b.hands_off(0) { 'h' } else { 'm' });
             b.end_period(30_000_000, &[1.0], &[true]);
         }
-        // Policy 4, probe 2; no verdict possible after the first probe (1 window each), so the
-        // next policy window is stretched ×2 = 8 (+ jitter (1 × 7) % 5 = 2) = 10; then probe 2,
-        // a tie verdict (nothing flips), stretch stays at the ×2 cap: 8 + (2 × 7) % 5 = 12.
-        assert_eq!(seq, format!("{}hh{}hh{}", "m".repeat(4), "m".repeat(10), "m".repeat(12)));
+        // Policy 4, probe 2; no verdict possible after the first probe (1 window each): no
+        // stretch, 4 + jitter (1 × 7) % 5 = 2 → 6; probe 2, a verdict (a tie: nothing flips),
+        // so ×2: 8 + (2 × 7) % 5 = 4 → 12; probe 2; stretch stays at the ×2 cap.
+        assert_eq!(seq, format!("{}hh{}hh{}hh{}", "m".repeat(4), "m".repeat(6), "m".repeat(12), "m".repeat(2)));
     }
 
     #[test]
     fn a_group_that_does_worse_managed_backs_off_and_comes_back_when_it_no_longer_does() {
         // One group (the phased program): progress 0.9 managed against 1.2 hands-off, 25 % worse.
-        // Windows: m(4) h(2) m(10) h(2): after the second probe both modes have 2 windows and
+        // Windows: m(4) h(2) m(6) h(2): after the second probe both modes have 2 windows and
         // the medians are 0.9 and 1.2: harm (0.9 < 1.2 × 0.95, and the total is the same group),
-        // so it backs off at the end of that probe (period index 17).
+        // so it backs off at the end of that probe (period index 13).
         let mut b = Backoff::new(p());
-        let t = drive(&mut b, 1, 18, &|_, off| if off { 1.2 } else { 0.9 });
+        let t = drive(&mut b, 1, 14, &|_, off| if off { 1.2 } else { 0.9 });
         assert_eq!(t.len(), 1);
-        assert_eq!(t[0].0, 17);
+        assert_eq!(t[0].0, 13);
         assert_eq!(t[0].1, Transition { group: 0, backed_off: true, managed: 0.9, hands_off: 1.2 });
         assert!(b.backed_off(0) && b.backoffs(0) == 1);
         assert!((b.ratio(0).unwrap() - 0.75).abs() < 1e-12);
