@@ -12,17 +12,22 @@
 //!   managed tasks homed on the CPU that ran or were runnable during the
 //!   interval (the simulator's `CpuSample::nr_running` is not used: it is a
 //!   point sample, and the paper counts the CPU's tasks).
-//! - Launch (the paper's `chcb`): a task seen active for the first time is
-//!   pinned in ECPT order, round-robin — to the allowed CPU with the fewest
-//!   managed tasks, ties: the largest `EC / (tasks already there + 1)`,
-//!   then the CPU it is on, then the lowest id. Fewest first because swaps
+//! - Launch (the paper's `chcb`, which "pins its tasks to CPUs in ECPT
+//!   order"): a task seen active for the first time is pinned to the allowed
+//!   CPU where its share `EC / (tasks already there + 1)` is largest, so
+//!   CPUs end up with tasks in proportion to their capability — on static
+//!   asymmetry (paper: one 2.2 GHz and three 1.1 GHz cores) 28 threads go
+//!   11 / 6 / 6 / 5, not 7 each. Shares within one tolerance of the best
+//!   count as equal; among them the fewest tasks first, then the largest
+//!   share, the CPU it is on, the lowest id. Fewest first because swaps
 //!   never change task counts: a CPU left empty at launch stayed idle
 //!   (regression: `cap-npb` static/cg, seed 3, pinned two threads to the
-//!   2.2 GHz CPU — EC/2 there tied EC/1 on a 1.1 GHz CPU up to noise
-//!   jitter — and left CPU 2 idle for the whole run); it also spreads a
-//!   program's threads launched together over different CPUs, as the OS
-//!   did before the launch, instead of stacking barrier partners. A round that pins new tasks does no balancing
-//!   (the per-CPU balancers start one interval after the launch).
+//!   2.2 GHz CPU — EC/2 there ties EC/1 on a 1.1 GHz CPU, and noise jitter
+//!   decided the tie — and left CPU 2 idle for the whole run); it also
+//!   spreads a program's threads launched together over different CPUs, as
+//!   the OS did before the launch, instead of stacking barrier partners. A
+//!   round that pins new tasks does no balancing (the per-CPU balancers
+//!   start one interval after the launch).
 //! - Per-CPU balancers, simulated within one `place` call: all wake at the
 //!   same instant, so every step 1 (compute and publish the local ECPT in the
 //!   shared vector) precedes every step 2. They then take the lock one after
@@ -44,10 +49,13 @@
 //! 5. select one task on each side by the selection policy, each allowed
 //!    (by the affinity it had before pinning) on the other CPU;
 //! 6. swap them by changing their hard affinity to the single other CPU;
-//!    when the remote has ≥ 2 active tasks more than the local CPU (e.g.
-//!    the local one's tasks ended: `ECPT = EC`), the local CPU takes the
-//!    remote's task instead (a one-way move): the pinned tasks escape the
-//!    OS runqueue balancer, so this balancer levels their counts;
+//!    when the remote's task would get a larger share on the local CPU,
+//!    `EC_l / (n_l + 1) > EC_r / n_r` beyond the tolerance (equal CPUs:
+//!    the remote has ≥ 2 active tasks more, e.g. the local one's tasks
+//!    ended), the local CPU takes the remote's task instead (a one-way
+//!    move): the pinned tasks escape the OS runqueue balancer, so this
+//!    balancer levels their counts — by capability, the launch rule applied
+//!    again as tasks end, so a 2× CPU keeps its extra tasks;
 //! 7. re-publish the local ECPT (a one-for-one swap keeps `task_num`, so
 //!    the value is unchanged; after a move both the local and the remote
 //!    entry are re-published, so the vector is never stale within a round);
@@ -284,22 +292,30 @@ impl Placer for Capability {
             }
         }
         // Launch: pin newly active tasks in ECPT order.
+        let tol = self.p.tolerance;
         let mut launched = false;
         for s in &snap.tasks {
             if self.home[s.id.idx()].is_some() || !(s.active || s.runnable()) || s.allowed.is_empty() {
                 continue;
             }
-            // Fewest tasks first (round-robin in ECPT order): swaps never
-            // change task counts, so a CPU left empty here would idle while
-            // another holds two tasks (EC/2 on a 2× CPU only *ties* EC/1 on
-            // an empty 1× CPU, and noise jitter decided such ties), and a
-            // program's threads launched together land on different CPUs.
-            let best = s.allowed.iter().filter(|c| c.idx() < n).max_by(|a, b| {
-                let (ka, kb) =
-                    (ec[a.idx()] / (task_num[a.idx()] + 1) as f64, ec[b.idx()] / (task_num[b.idx()] + 1) as f64);
+            // ECPT order: the CPU where the task's share, EC / (tasks + 1),
+            // is largest, so a CPU ends with tasks in proportion to its
+            // capability (the paper's launcher pins "in ECPT order"; on
+            // static asymmetry a 2× CPU takes twice the tasks). Shares within
+            // one tolerance of the best are equal, and among them the CPU
+            // with the fewest tasks wins: a 2× CPU holding one task only
+            // *ties* an empty 1× CPU, and noise jitter must not decide such
+            // ties (regression: `cap-npb` static/cg, seed 3, left CPU 2 idle
+            // for the whole run, since swaps never change task counts); it
+            // also spreads a program's threads launched together over
+            // different CPUs instead of stacking barrier partners.
+            let share = |c: CpuId| ec[c.idx()] / (task_num[c.idx()] + 1) as f64;
+            let allowed: Vec<CpuId> = s.allowed.iter().filter(|c| c.idx() < n).collect();
+            let top = allowed.iter().map(|c| share(*c)).fold(f64::NEG_INFINITY, f64::max);
+            let best = allowed.into_iter().filter(|c| share(*c) * (1.0 + tol) >= top).max_by(|a, b| {
                 task_num[b.idx()]
                     .cmp(&task_num[a.idx()])
-                    .then(ka.total_cmp(&kb))
+                    .then(share(*a).total_cmp(&share(*b)))
                     .then((Some(*a) == s.cpu).cmp(&(Some(*b) == s.cpu)))
                     .then(b.cmp(a))
             });
@@ -310,6 +326,15 @@ impl Placer for Capability {
             self.stats.launched += 1;
             launched = true;
         }
+        // A one-way move pays when the moved task's share on the local CPU,
+        // EC_l / (n_l + 1), beats its share now, EC_r / n_r, by more than the
+        // tolerance. On equal CPUs that is n_r ≥ n_l + 2; on a 2× local CPU
+        // it already pays at n_r = n_l + 1 and a 2× remote keeps its extra
+        // tasks (it is the launch rule, applied again as tasks end).
+        let gains_by_moving = |r: CpuId, l: CpuId, task_num: &[u32]| {
+            let nr = task_num[r.idx()];
+            nr > 0 && ec[l.idx()] / (task_num[l.idx()] + 1) as f64 > ec[r.idx()] / nr as f64 * (1.0 + tol)
+        };
         let ecpt_of = |c: usize, task_num: &[u32]| if task_num[c] > 0 { ec[c] / task_num[c] as f64 } else { ec[c] };
         // Every balancer publishes its step-1 value before any takes the lock.
         for c in 0..n {
@@ -342,7 +367,7 @@ impl Placer for Capability {
                 .filter(|c| *c != local && !recent.contains(*c) && self.ecpt[c.idx()] < avg)
                 .filter_map(|r| {
                     let tr = self.pick(r, local, &by_id)?;
-                    if task_num[r.idx()] >= task_num[local.idx()] + 2 {
+                    if gains_by_moving(r, local, &task_num) {
                         Some((r, None, tr))
                     } else {
                         Some((r, Some(self.pick(local, r, &by_id)?), tr))
@@ -513,10 +538,10 @@ mod tests {
         let mut out = Vec::new();
         cap.place(&topo, &s, &mut out);
         // Launch: EC(0) = 1.0 s, EC(1) = 0.5 × 0.8 s = 0.4 s.
-        // t0 → CPU 0 (1.0 vs 0.4); t1 → CPU 1, the empty one (1.0/2 = 0.5 >
-        // 0.4, but an empty CPU comes first); t2: 1.0/2 = 0.5 > 0.4/2 → CPU 0.
-        // Re-home by hand to the example layout.
-        assert_eq!(out.iter().map(|c| c.mask.first().unwrap().0).collect::<Vec<_>>(), vec![0, 1, 0]);
+        // t0 → CPU 0 (1.0 vs 0.4); t1 → CPU 0 (1.0/2 = 0.5 beats 0.4 by more
+        // than the 1 % tolerance); t2: 1.0/3 = 0.33 < 0.4 → CPU 1. The same
+        // counts, 2 and 1, in another order. Re-home by hand to the example layout.
+        assert_eq!(out.iter().map(|c| c.mask.first().unwrap().0).collect::<Vec<_>>(), vec![0, 0, 1]);
         cap.queue = vec![VecDeque::from([TaskId(0), TaskId(2)]), VecDeque::from([TaskId(1)])];
         cap.home = vec![Some(CpuId(0)), Some(CpuId(1)), Some(CpuId(0))];
         apply(&mut s, &out);
@@ -563,5 +588,36 @@ mod tests {
         out.clear();
         cap.place(&topo, &s, &mut out);
         assert!(out.is_empty(), "{out:?}");
+    }
+    #[test]
+    fn static_asymmetry_launch_pins_in_proportion_to_speed() {
+        // The paper's static asymmetry: CPU 0 at 2.2 GHz, CPUs 1-3 at 1.1 GHz,
+        // no noise, so EC = 2.2 and 1.1 (× 1 s). 8 tasks, all reported on CPU 0.
+        // t0: shares 2.2 / 1.1 / 1.1 / 1.1 → CPU 0.
+        // t1: 2.2/2 = 1.1 on CPU 0 ties 1.1 on the empty CPUs → fewest → CPU 1;
+        //     t2 → CPU 2 and t3 → CPU 3 likewise (CPU 0's 1.1 ties, it has more).
+        // t4: 2.2/2 = 1.1 > 1.1/2 = 0.55 → CPU 0; t5: 2.2/3 = 0.73 > 0.55 → CPU 0.
+        // t6: 2.2/4 = 0.55 ties 0.55 everywhere → fewest (1 task): CPUs 1-3 → CPU 1.
+        // t7: 0.55 on CPUs 0, 2, 3 (0.37 on CPU 1) → fewest among them → CPU 2.
+        // Counts 3 / 2 / 2 / 1: the fast CPU takes its speed's share.
+        let topo = Topology::fast_slow(1, 2.2, 3, 1.1, 4);
+        let mut cap = Capability::new(CapabilityParams::default(), &topo);
+        let tasks: Vec<(u32, u32)> = (0..8).map(|t| (t, 0)).collect();
+        let mut s = snap(&[0, 0, 0, 0], &tasks, &[]);
+        let mut out = Vec::new();
+        cap.place(&topo, &s, &mut out);
+        let homes: Vec<u32> = out.iter().map(|c| c.mask.first().unwrap().0).collect();
+        assert_eq!(homes, vec![0, 1, 2, 3, 0, 0, 1, 2]);
+        apply(&mut s, &out);
+        // Next round: ECPT 2.2/3 = 0.73, 0.55, 0.55, 1.1; avg 0.73. CPU 3
+        // (1.1 > avg) would give its task a share 1.1/2 = 0.55 — no better
+        // than the 0.55 it has on CPU 1 or 2 — so it swaps, never moves: the
+        // counts stay in proportion. (On four equal CPUs CPU 0 would hold the smallest
+        // ECPT, 1/3, and CPU 3 would take one of its tasks: 1/2 > 1/3.)
+        out.clear();
+        cap.place(&topo, &s, &mut out);
+        assert_eq!((cap.stats.moves, cap.stats.swaps), (0, 1));
+        let counts: Vec<usize> = cap.queue.iter().map(|q| q.len()).collect();
+        assert_eq!(counts, vec![3, 2, 2, 1]);
     }
 }
