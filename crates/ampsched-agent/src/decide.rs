@@ -126,8 +126,10 @@ mod tests {
     fn capabilitys_swap_is_set_without_stacking_both_threads_on_the_slow_cpu() {
         use ampsched_model::{CpuId, DomainId, TaskId};
         use ampsched_policy::{CpuSample, TaskSample, TaskState};
-        // The development machine: CPU 0 fast (speed 1), CPU 1 slow (0.5), the hog's 15 ms of
-        // SCHED_FIFO per 30 ms on CPU 1 is noise. Two stress-ng workers, both running.
+        // CPU 0 fast (speed 1), CPU 1 half as fast (0.5), both fully busy: EC 30 and 15 per
+        // 30 ms period. Two stress-ng workers, both running. (With the development machine's
+        // hog, 15 ms of noise on CPU 1, EC there is 7.5 and capability's launch now stacks both
+        // workers on CPU 0, 30 / 2 > 7.5: no swap to order.)
         let topo = Topology::fast_slow(1, 1.0, 1, 0.5, 2);
         let mut dec =
             Decider::new(&PolicySpec { name: "capability".into(), params: Default::default() }, 30.0, &topo).unwrap();
@@ -149,17 +151,19 @@ mod tests {
             period: Nanos::from_ms(30),
             cpus: vec![
                 CpuSample { id: CpuId(0), busy: Nanos::from_ms(30), ..Default::default() },
-                CpuSample { id: CpuId(1), busy: Nanos::from_ms(15), noise: Nanos::from_ms(15), ..Default::default() },
+                CpuSample { id: CpuId(1), busy: Nanos::from_ms(30), ..Default::default() },
             ],
             tasks: vec![w(0, 0, a), w(1, 1, b)],
             domains: Vec::new(),
         };
-        // Launch: each worker pinned where it runs (A → {0}, B → {1}).
+        // Launch in ECPT order: A → CPU 0 (share 30 against 15); B: 30 / 2 ties 15 / 1, the
+        // fewer tasks win → CPU 1.
         let one = |c: u32| CpuSet::single(CpuId(c));
         let got: Vec<(u32, CpuSet)> = dec.decide(&topo, &snap(all, all)).iter().map(|c| (c.task.0, c.mask)).collect();
         assert_eq!(got, vec![(0, one(0)), (1, one(1))]);
-        // Next period: ECPT 30 on CPU 0 against 7.5 on CPU 1 (EC = 0.5 × 15 ms): CPU 0 swaps
-        // with CPU 1, A → {1}, B → {0}, decided in task order.
+        // Next period: ECPT 30 on CPU 0 against 15 on CPU 1: CPU 0 swaps with CPU 1 (B's
+        // share on CPU 0, 30 / 2, is not larger than its 15 / 1: a swap, not a one-way move),
+        // A → {1}, B → {0}, decided in task order.
         let mut swap = dec.decide(&topo, &snap(one(0), one(1))).to_vec();
         assert_eq!(swap.iter().map(|c| (c.task.0, c.mask)).collect::<Vec<_>>(), vec![(0, one(1)), (1, one(0))]);
         let start = [(0, one(0)), (1, one(1))];
