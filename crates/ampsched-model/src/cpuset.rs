@@ -240,16 +240,18 @@ impl CpuSet {
 #[inline]
 pub fn cycle_visit(words: &[u64], from: CpuId, mut f: impl FnMut(CpuId) -> bool) -> Option<CpuId> {
     let nw = words.len();
+    if nw == 0 {
+        return None;
+    }
     let start = from.idx() + 1;
     let start = if start >= nw * 64 { 0 } else { start };
     let (sw, sb) = (start / 64, start % 64);
     let low = (1u64 << sb) - 1; // bits of word `sw` before `start`
-    let order = (sw..nw)
-        .map(|i| (i, if i == sw { !low } else { !0 }))
-        .chain((0..sw).map(|i| (i, !0)))
-        .chain(std::iter::once((sw, low)));
-    for (i, mask) in order {
-        let mut bits = words[i] & mask;
+                                // Word `sw` from `start`, the words after it, the words before it, word `sw` before `start`.
+    let mut i = sw;
+    let mut bits = words.get(sw).map_or(0, |w| w & !low);
+    let mut pass = 0;
+    loop {
         while bits != 0 {
             let c = CpuId((i * 64 + bits.trailing_zeros() as usize) as u32);
             if f(c) {
@@ -257,8 +259,22 @@ pub fn cycle_visit(words: &[u64], from: CpuId, mut f: impl FnMut(CpuId) -> bool)
             }
             bits &= bits - 1;
         }
+        i += 1;
+        if pass == 0 && i == nw {
+            (pass, i) = (1, 0);
+        }
+        if pass == 1 && i == sw {
+            if low == 0 || sw >= nw {
+                return None;
+            }
+            (pass, bits) = (2, words[sw] & low);
+            continue;
+        }
+        if pass == 2 {
+            return None;
+        }
+        bits = words[i];
     }
-    None
 }
 
 impl fmt::Debug for CpuSet {
@@ -306,6 +322,11 @@ mod tests {
         }
         assert_eq!(cycle_visit(&words, CpuId(64), |c| c.0 < 10), Some(CpuId(3)));
         assert_eq!(cycle_visit(&[0, 0], CpuId(5), |_| true), None);
+        assert_eq!(cycle_visit(&[], CpuId(5), |_| true), None);
+        // One word, from its last CPU: wraps to the lowest.
+        assert_eq!(cycle_visit(&[0b1010], CpuId(63), |_| true), Some(CpuId(1)));
+        assert_eq!(cycle_visit(&[0b1010], CpuId(1), |_| true), Some(CpuId(3)));
+        assert_eq!(cycle_visit(&[0b1010], CpuId(3), |_| true), Some(CpuId(1)));
         assert_eq!(s.word(2), 1 << 2);
         assert_eq!(s.word(7), 0);
     }

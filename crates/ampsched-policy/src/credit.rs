@@ -52,7 +52,9 @@
 //! Invariants (debug-asserted after every pick, [`Credit::invariant_violation`]):
 //! a vCPU is on at most one runqueue, on its own pCPU's, and never queued
 //! while running or parked; `nr_runnable[c]` = queued + running on `c`; no
-//! queued vCPU is above its queue's priority bound; each domain's active
+//! queued vCPU is above its queue's priority bound; each NUMA node counts
+//! its steal candidates (overloaded, not idling; and of those with an
+//! UNDER-or-better vCPU queued) right, so a steal skips empty nodes; each domain's active
 //! count, the active-domain list and the total weight agree with the vCPUs
 //! on the active list. **Credit conservation** (after every accounting,
 //! [`AcctAudit::conserved`]): the active vCPUs receive at most the pool plus
@@ -282,6 +284,13 @@ pub struct Credit {
     node_of: Vec<u32>,
     /// pCPUs with more than one runnable vCPU (steal candidates).
     overloaded: CpuSet,
+    /// Per NUMA node, its pCPUs that are steal candidates (overloaded, not
+    /// idling) and of those how many also have an UNDER-or-better vCPU queued
+    /// (`q_under`); and as bitmaps over nodes, the nodes where either count is
+    /// not 0. Kept in step by `set_idle`, `set_nr` and `set_q_hi`, so a steal
+    /// visits only the nodes with something to give, not every node.
+    node_cand: Vec<[u32; 2]>,
+    nodes_with: [Vec<u64>; 2],
     weight_total: u64,
     credit_pool: u32,
     credit_balance: i32,
@@ -345,6 +354,8 @@ impl Credit {
             md_of: topo.cpus.iter().map(|c| c.mem_domain).collect(),
             node_of: topo.cpus.iter().map(|c| c.numa).collect(),
             overloaded: CpuSet::new(),
+            node_cand: vec![[0; 2]; topo.numa_nodes.len().max(1)],
+            nodes_with: [0, 1].map(|_| vec![0u64; topo.numa_nodes.len().max(1).div_ceil(64)]),
             weight_total: 0,
             credit_pool: credits_per_tslice as u32 * n as u32,
             credit_balance: 0,
@@ -484,6 +495,7 @@ impl Credit {
         if self.idlers.contains(cpu) == idle {
             return;
         }
+        let was = self.candidate(cpu);
         let md = self.md_of[cpu.idx()] as usize;
         if idle {
             self.idlers.insert(cpu);
@@ -492,14 +504,50 @@ impl Credit {
             self.idlers.remove(cpu);
             self.idle_per_md[md] -= 1;
         }
+        self.candidate_changed(cpu, was);
     }
 
     fn set_nr(&mut self, cpu: CpuId, n: u32) {
         self.nr_runnable[cpu.idx()] = n;
+        if (n > 1) == self.overloaded.contains(cpu) {
+            return;
+        }
+        let was = self.candidate(cpu);
         if n > 1 {
             self.overloaded.insert(cpu);
         } else {
             self.overloaded.remove(cpu);
+        }
+        self.candidate_changed(cpu, was);
+    }
+
+    /// Whether `cpu` is a steal candidate (overloaded, not idling), and one with
+    /// an UNDER-or-better vCPU queued.
+    #[inline]
+    fn candidate(&self, cpu: CpuId) -> [bool; 2] {
+        let c = self.overloaded.contains(cpu) && !self.idlers.contains(cpu);
+        [c, c && self.q_under.contains(cpu)]
+    }
+
+    /// `cpu`'s candidacy was `was` before a change: update its node's counts and the node bitmaps.
+    #[inline]
+    fn candidate_changed(&mut self, cpu: CpuId, was: [bool; 2]) {
+        let now = self.candidate(cpu);
+        if now == was {
+            return;
+        }
+        let n = self.node_of[cpu.idx()] as usize;
+        for k in 0..2 {
+            if now[k] != was[k] {
+                let cnt = &mut self.node_cand[n][k];
+                *cnt = if now[k] { *cnt + 1 } else { *cnt - 1 };
+                let bit = 1u64 << (n % 64);
+                if *cnt > 0 {
+                    self.nodes_with[k][n / 64] |= bit;
+                } else {
+                    self.nodes_with[k][n / 64] &= !bit;
+                }
+            }
         }
     }
     fn inc_nr(&mut self, cpu: CpuId) {
@@ -526,11 +574,16 @@ impl Credit {
 
     fn set_q_hi(&mut self, cpu: CpuId, pri: i8) {
         self.q_hi[cpu.idx()] = pri;
+        if (pri >= PRI_UNDER) == self.q_under.contains(cpu) {
+            return;
+        }
+        let was = self.candidate(cpu);
         if pri >= PRI_UNDER {
             self.q_under.insert(cpu);
         } else {
             self.q_under.remove(cpu);
         }
+        self.candidate_changed(cpu, was);
     }
 
     fn raise_q_hi(&mut self, cpu: CpuId, pri: i8) {
@@ -792,20 +845,29 @@ impl Credit {
             // One pass over the workers from cpu + 1.
             return self.steal_visit(v, &workers[..nw], cpu, cpu, pri).map(|(_, t)| t);
         }
-        let nnodes = topo.numa_nodes.len().max(1);
+        // The nodes with a candidate, from cpu's own node on, cyclically (`cycle`
+        // after the node before it); in each, the peers from the node's bias on.
+        let nnodes = self.node_cand.len();
         let node = self.node_of[cpu.idx()] as usize;
-        for k in 0..nnodes {
-            let n = (node + k) % nnodes;
+        let before = CpuId(if node == 0 { nnodes - 1 } else { node - 1 } as u32);
+        // A copy: a failed visit may tighten a peer's bound, and its node's bit, meanwhile.
+        let with = &self.nodes_with[(pri >= PRI_OVER) as usize];
+        let mut nodes = [0u64; WORDS];
+        nodes[..with.len()].copy_from_slice(with);
+        let nodes = &nodes[..with.len()];
+        let mut got = None;
+        cycle_visit(nodes, before, |n| {
+            let set = &topo.numa_nodes[n.idx()];
             let mut w = [0u64; WORDS];
             for (i, x) in w[..nw].iter_mut().enumerate() {
-                *x = workers[i] & topo.numa_nodes[n].word(i);
+                *x = workers[i] & set.word(i);
             }
-            if let Some((peer, t)) = self.steal_visit(v, &w[..nw], self.balance_bias[n], cpu, pri) {
-                self.balance_bias[n] = peer;
-                return Some(t);
-            }
-        }
-        None
+            got = self.steal_visit(v, &w[..nw], self.balance_bias[n.idx()], cpu, pri).map(|(peer, t)| (n, peer, t));
+            got.is_some()
+        });
+        let (n, peer, t) = got?;
+        self.balance_bias[n.idx()] = peer;
+        Some(t)
     }
 
     /// Try the peers of the bitmask `peers` in `cycle` order after `from`
@@ -956,7 +1018,8 @@ impl Credit {
     /// The first broken invariant, with `v.curr` as what runs, or `None`.
     /// Runqueues: a vCPU is on at most one runqueue, never queued while
     /// running or parked, queued on its own pCPU, not above the queue's
-    /// priority bound; `nr_runnable` = queued + running. Accounting state:
+    /// priority bound; `nr_runnable` = queued + running; each NUMA node's
+    /// steal-candidate counts and bits agree with the sets. Accounting state:
     /// each domain's active count is its vCPUs on the active list, the
     /// active-domain list holds exactly the domains with an active vCPU, and
     /// the total weight is theirs (× active vCPUs, `xen40`: once per domain).
@@ -990,6 +1053,22 @@ impl Credit {
                 }
             }
             queued += q.len();
+        }
+        let mut cand = vec![[0u32; 2]; self.node_cand.len()];
+        for c in 0..self.runq.len() {
+            let cpu = CpuId(c as u32);
+            let [a, b] = self.candidate(cpu);
+            let n = self.node_of[c] as usize;
+            cand[n][0] += a as u32;
+            cand[n][1] += b as u32;
+        }
+        for (n, k) in cand.iter().enumerate() {
+            for (j, &count) in k.iter().enumerate() {
+                let bit = self.nodes_with[j][n / 64] >> (n % 64) & 1 == 1;
+                if self.node_cand[n][j] != count || bit != (count > 0) {
+                    return Some(format!("node {n} counts {:?} steal candidates, has {k:?}", self.node_cand[n]));
+                }
+            }
         }
         let flagged = self.vc.iter().filter(|x| x.on_runq).count();
         if flagged != queued {

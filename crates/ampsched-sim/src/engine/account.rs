@@ -64,7 +64,9 @@ impl Sim {
         tk.seg_start = now;
         let cpu = &self.cpus[c.idx()];
         tk.run_by_class[cpu.class] += dt;
-        tk.period_run[cpu.class] += dt;
+        if self.placed {
+            tk.period_run[cpu.class] += dt;
+        }
         self.series.run[tk.domain.idx()][cpu.class] += dt;
         match tk.act {
             Act::Compute => {

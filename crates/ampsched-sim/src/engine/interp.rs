@@ -47,9 +47,10 @@ impl Sim {
     pub(super) fn exec(&mut self, t: TaskId, _c: CpuId) -> Outcome {
         loop {
             let tk = &mut self.tasks[t.idx()];
-            let op = tk.prog.ops[tk.pc as usize].clone();
             let [obj, obj2] = tk.sync[tk.pc as usize];
-            match op {
+            // Matched in place: an arm copies only its own fields (an op is up to
+            // 144 bytes, a compute's fields 32), and the program is never cloned.
+            match tk.prog.ops[tk.pc as usize] {
                 Op::Compute { work, mem, ws_kb, overlap } => {
                     if work.0 == 0 {
                         tk.pc += 1;

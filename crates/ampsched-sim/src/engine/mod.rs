@@ -87,6 +87,8 @@ pub struct Sim {
     cpus: Vec<Cpu>,
     disp: Box<dyn Dispatcher>,
     placer: Option<Box<dyn Placer>>,
+    /// A placer runs: tasks' per-period run times are kept for its snapshots.
+    placed: bool,
     events: EventQueue,
     now: Nanos,
     pending: VecDeque<Pending>,
@@ -178,6 +180,7 @@ impl Sim {
             tasks,
             cpus,
             disp: cfg.dispatcher,
+            placed: cfg.placer.is_some(),
             placer: cfg.placer,
             events: EventQueue::default(),
             now: Nanos::ZERO,

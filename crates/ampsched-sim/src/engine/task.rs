@@ -154,6 +154,7 @@ pub(super) struct Task {
     pub(super) name: Option<Arc<str>>,
     pub(super) slack: Slack,
     // placer sampling
+    /// Run time per class since the placer's last period (kept only when a placer runs).
     pub(super) period_run: Vec<u64>,
     pub(super) period_active: bool,
 }
