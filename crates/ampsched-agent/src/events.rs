@@ -18,14 +18,28 @@
 //! from a fast CPU it may use ([`EventSource::arm`]); otherwise an idle fast
 //! CPU needs nothing from the agent, and it is not woken.
 //!
+//! The event id and the record layout come from tracefs
+//! (`events/sched/sched_switch/{id,format}`). Many systems do not mount
+//! tracefs (this development machine does not); then the agent mounts it
+//! for the two reads only, the way `perf` and `bpftrace` find tracepoints,
+//! but without touching the machine's mount table: a short-lived thread
+//! unshares its mount namespace (`unshare(CLONE_NEWNS)`, which for a thread
+//! also unshares its `fs_struct`, kernel/fork.c `ksys_unshare` →
+//! `unshare_fs`), makes every mount in it private (`MS_REC | MS_PRIVATE`, so
+//! nothing propagates back through a shared `/sys`), mounts tracefs on
+//! `/sys/kernel/tracing`, reads, unmounts and exits; the namespace and its
+//! mount die with the thread (`exit_task_namespaces` → `put_mnt_ns`). No
+//! other thread of the agent, and no other process, ever sees that mount.
+//!
 //! Privilege: system-wide (`pid = -1`) tracepoint events with raw samples
 //! need `CAP_PERFMON` (or `CAP_SYS_ADMIN`, or `kernel.perf_event_paranoid`
-//! ≤ -1), and reading the event id needs tracefs mounted and readable. Where
-//! either fails the agent keeps its periodic loop and says why once
-//! ([`open`]'s error names the capability). Nothing stays attached: the
-//! events live only as the agent's file descriptors and mappings, which the
-//! kernel tears down on every exit path, `kill -9` included; tracefs itself
-//! (its `enable` files, its ring) is never written.
+//! ≤ -1), and reading the event id needs tracefs readable: mounted, or
+//! mountable privately (`CAP_SYS_ADMIN`). Where either fails the agent keeps
+//! its periodic loop and says why once ([`open`]'s error names the
+//! capability). Nothing stays attached: the events live only as the agent's
+//! file descriptors and mappings, which the kernel tears down on every exit
+//! path, `kill -9` included; tracefs itself (its `enable` files, its ring)
+//! is never written, and the private mount never outlives its thread.
 
 use crate::runclock::{perf_event_open, PerfEventAttr};
 use std::io;
@@ -181,6 +195,75 @@ fn tracefs_format(root: &Path) -> io::Result<(u64, String)> {
     Ok((id, std::fs::read_to_string(dir.join("format"))?))
 }
 
+/// `sched_switch`'s event id and format from a tracefs mounted on `TRACEFS[0]` in a private
+/// mount namespace of a thread of its own (see the module notes); the host's mount table is
+/// never changed. The error names the system call that failed and what it needs.
+pub fn private_tracefs_format() -> Result<(u64, String), String> {
+    fn in_private_namespace() -> Result<(u64, String), String> {
+        let os = |what: &str| {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EPERM | libc::EACCES) => format!("{what}: {e}: needs CAP_SYS_ADMIN"),
+                _ => format!("{what}: {e}"),
+            }
+        };
+        let target = std::ffi::CString::new(TRACEFS[0]).unwrap();
+        // SAFETY: unshare/mount/umount2 with valid NUL-terminated strings (or null where the
+        // kernel allows it); they change only this thread's mount namespace.
+        unsafe {
+            if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                return Err(os("unshare(CLONE_NEWNS)"));
+            }
+            let root = c"/";
+            if libc::mount(
+                std::ptr::null(),
+                root.as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) != 0
+            {
+                return Err(os("mount(/, MS_REC | MS_PRIVATE)"));
+            }
+            let fs = c"tracefs";
+            let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+            if libc::mount(fs.as_ptr(), target.as_ptr(), fs.as_ptr(), flags, std::ptr::null()) != 0 {
+                return Err(os(&format!("mount(tracefs, {})", TRACEFS[0])));
+            }
+        }
+        let r =
+            tracefs_format(Path::new(TRACEFS[0])).map_err(|e| format!("{}/events/sched/sched_switch: {e}", TRACEFS[0]));
+        // SAFETY: as above; the namespace (and so the mount) also goes when the thread exits.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        r
+    }
+    std::thread::Builder::new()
+        .name("ampsched-tracefs".into())
+        .spawn(in_private_namespace)
+        .map_err(|e| format!("thread for the private tracefs mount: {e}"))?
+        .join()
+        .map_err(|_| "the private tracefs reader panicked".to_string())?
+}
+
+/// `sched_switch`'s event id and format: from a mounted tracefs, else from a private mount.
+fn sched_switch_format() -> Result<(u64, String), String> {
+    let mut why = Vec::new();
+    for root in TRACEFS {
+        match tracefs_format(Path::new(root)) {
+            Ok(f) => return Ok(f),
+            Err(e) => why.push(format!("{root}/events/sched/sched_switch: {e}")),
+        }
+    }
+    private_tracefs_format().map_err(|e| {
+        format!(
+            "tracefs not readable ({}) and not mountable privately ({e}): run as root, or with CAP_SYS_ADMIN, \
+             or mount tracefs on {}",
+            why.join("; "),
+            TRACEFS[0]
+        )
+    })
+}
+
 /// Attach to `sched_switch` on each of `fast_cpus` (Linux numbers), filtered to switches to
 /// the idle task that do not leave `self_tid`. Disabled until [`EventSource::arm`]. The error
 /// says what is missing (tracefs, a capability, a kernel feature) for the one log line.
@@ -190,23 +273,7 @@ pub fn open(fast_cpus: &[u32], self_tid: i32) -> Result<EventSource, String> {
 
 /// [`open`] with any tracefs filter expression over `sched_switch`'s fields.
 pub fn open_filtered(fast_cpus: &[u32], filter: &str) -> Result<EventSource, String> {
-    let mut why = Vec::new();
-    let mut found = None;
-    for root in TRACEFS {
-        match tracefs_format(Path::new(root)) {
-            Ok(f) => {
-                found = Some(f);
-                break;
-            }
-            Err(e) => why.push(format!("{root}/events/sched/sched_switch: {e}")),
-        }
-    }
-    let Some((id, format)) = found else {
-        return Err(format!(
-            "tracefs not readable ({}): mount tracefs and run as root or with CAP_DAC_READ_SEARCH",
-            why.join("; ")
-        ));
-    };
+    let (id, format) = sched_switch_format()?;
     let (Some(prev), Some(next)) = (field_offset(&format, "prev_pid"), field_offset(&format, "next_pid")) else {
         return Err("sched_switch format has no prev_pid/next_pid field".into());
     };
@@ -361,6 +428,33 @@ mod tests {
         assert!(out[0].to_idle() && !out[1].to_idle());
     }
 
+    /// The machine's mount table, as this process sees it (mount ids and points).
+    fn mounts() -> Vec<String> {
+        let t = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        t.lines().map(|l| l.split(' ').take(5).collect::<Vec<_>>().join(" ")).collect()
+    }
+
+    #[test]
+    fn a_private_tracefs_mount_reads_the_event_and_leaves_the_mount_table_as_it_was() {
+        let before = mounts();
+        // SAFETY: no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        match private_tracefs_format() {
+            Ok((id, format)) => {
+                assert!(id > 0);
+                assert_eq!(field_offset(&format, "next_pid").map(|f| f.1), Some(4), "{format}");
+                // The same id as a mounted tracefs gives, where one is mounted.
+                if let Ok((mounted, _)) = tracefs_format(Path::new(TRACEFS[0])) {
+                    assert_eq!(id, mounted);
+                }
+            }
+            Err(e) if !root => assert!(e.contains("CAP_SYS_ADMIN"), "{e}"),
+            Err(e) => panic!("as root the private mount must work: {e}"),
+        }
+        // Nothing mounted, nothing unmounted, in this process's (the host's) namespace.
+        assert_eq!(mounts(), before);
+    }
+
     #[test]
     fn attaches_and_sees_a_threads_switches_in_the_agents_clock_or_says_what_is_missing() {
         // SAFETY: no preconditions.
@@ -371,17 +465,14 @@ mod tests {
                 ev.arm(true);
                 ev.arm(false);
             }
-            // No tracefs mounted (the agent's fallback case, any user): nothing to attach to.
-            Err(e) if e.starts_with("tracefs not readable") => {
-                eprintln!("skipped: {e}");
-                return;
-            }
-            // Unprivileged: the reason names the capability.
+            // Unprivileged: the reason names the capability (tracefs: CAP_SYS_ADMIN to mount
+            // it privately; the events: CAP_PERFMON).
             Err(e) if !root => {
-                assert!(e.contains("CAP_PERFMON"), "{e}");
+                assert!(e.contains("CAP_PERFMON") || e.contains("CAP_SYS_ADMIN"), "{e}");
                 return;
             }
-            Err(e) => panic!("as root with tracefs mounted the events must attach: {e}"),
+            // As root tracefs is readable, mounted or mounted privately for the read.
+            Err(e) => panic!("as root the events must attach: {e}"),
         }
         // A thread pinned to CPU 0 that sleeps 20 times: each sleep is a switch away from it on
         // CPU 0 (whatever else keeps CPU 0 busy), so a filter on its tid sees them, in order,
