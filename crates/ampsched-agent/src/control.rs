@@ -134,6 +134,8 @@ pub struct Agent {
     stats: LoopStats,
     /// Idle-switch events of the fast CPUs (`None`: periodic only).
     events: Option<EventSource>,
+    /// Whether opening the events was tried (they are opened when first wanted).
+    events_tried: bool,
     idle: Vec<IdleSwitch>,
     /// When the last change was applied (monotonic ns): idle switches before it may be the
     /// agent's own migrations and are not reacted to.
@@ -253,6 +255,7 @@ impl Agent {
             stop_with_first: stop_with_first_command,
             stats: LoopStats::default(),
             events: None,
+            events_tried: false,
             idle: Vec::new(),
             applied_at_ns: 0,
             backoff: Backoff::new(BackoffParams::default()),
@@ -353,24 +356,30 @@ impl Agent {
     }
 
     /// Sleep to `next`; false when the run should end now (a stop signal, or the job ended:
-    /// a launched command's exit wakes the sleep, so `run` ends without waiting a period).
-    /// A fast CPU going idle wakes it too ([`Agent::react`]).
+    /// a launched command's exit wakes the sleep through its pidfd, so `run` ends without
+    /// waiting a period). A fast CPU going idle wakes it too ([`Agent::react`]).
     fn sleep_until(&mut self, next: Duration) -> bool {
-        let mut fds: Vec<i32> = Vec::new();
+        let mut fds: Vec<libc::pollfd> = Vec::new();
+        let poll_in = |fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
         loop {
             fds.clear();
+            fds.extend(self.inv.child_fds().map(poll_in));
+            let children = fds.len();
             if let Some(ev) = self.events.as_ref().filter(|e| e.armed()) {
-                fds.extend(ev.fds());
+                fds.extend(ev.fds().map(poll_in));
             }
-            match signals::wait_until(next, &fds) {
+            match signals::wait_until(next, &mut fds) {
                 signals::Wake::Stop => return false,
                 signals::Wake::Deadline => return true,
-                signals::Wake::Ready => self.react(),
-                signals::Wake::Child => {
-                    signals::child_exited();
-                    self.inv.reap();
-                    if self.inv.finished(self.stop_with_first) {
-                        return false;
+                signals::Wake::Ready => {
+                    if fds[..children].iter().any(|p| p.revents != 0) {
+                        self.inv.reap();
+                        if self.inv.finished(self.stop_with_first) {
+                            return false;
+                        }
+                    }
+                    if fds[children..].iter().any(|p| p.revents != 0) {
+                        self.react();
                     }
                 }
             }
@@ -381,11 +390,17 @@ impl Agent {
     }
 
     /// Enable the idle-switch events only while some thread is kept from a fast CPU it may use.
+    /// The events are opened the first time they are wanted (a job that never confines a
+    /// thread, such as a short one, never pays for them).
     fn rearm(&mut self) {
-        let Some(ev) = self.events.as_mut() else { return };
         let fast = fast_set(&self.d.topo);
         let d = &self.d;
         let want = self.inv.threads.values().any(|t| kept_from_fast(&fast, &t.cur, &d.from_linux(&t.original)));
+        if want && !self.events_tried {
+            self.events_tried = true;
+            self.open_events();
+        }
+        let Some(ev) = self.events.as_mut() else { return };
         ev.arm(want);
         self.applied_at_ns = signals::monotonic().as_nanos() as u64;
     }
@@ -437,7 +452,6 @@ impl Agent {
         self.clock = Clock::new(start, Duration::from_nanos(self.period.0));
         self.ex.set_start(start);
         self.inv.fd_limit = raise_fd_limit();
-        self.open_events();
         self.launch()?;
         let cpu0 = signals::process_cpu();
         let mut result = Ok(());
@@ -561,8 +575,18 @@ mod tests {
         let calls = Calls::default();
         agent.app = Applier::new(Box::new(Failing { err, calls: calls.clone() }), dir.join("state.json"));
         agent.launch().unwrap();
-        // Both loops are running before the first period (so both are seen runnable).
-        std::thread::sleep(Duration::from_millis(20));
+        // Both loops are running before the first period (so both are seen runnable): each has
+        // run 5 ms (however loaded the machine, within a minute).
+        let ran = |pid: u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+                .ok()
+                .and_then(|s| crate::procfs::parse_schedstat(&s))
+                .is_some_and(|s| s.0 > 5_000_000)
+        };
+        let t0 = std::time::Instant::now();
+        while !children.iter().all(|c| ran(c.id())) && t0.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         (agent, children, calls)
     }
 

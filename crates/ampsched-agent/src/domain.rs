@@ -21,6 +21,8 @@ pub struct Domain {
     pub(crate) root: i32,
     pub(crate) kind: DomKind,
     pub(crate) child: Option<Child>,
+    /// The launched command's pidfd (readable once it exits; `None` on kernels before 5.3).
+    pub(crate) pidfd: Option<std::os::fd::OwnedFd>,
     pub(crate) exit: Option<ExitStatus>,
     pub(crate) base_mask: CpuSet,
     pub(crate) applied: Vec<CpuSet>,

@@ -196,6 +196,7 @@ impl Inventory {
             name,
             root,
             kind,
+            pidfd: child.as_ref().and_then(|c| signals::pidfd_open(c.id() as i32).ok()),
             child,
             exit: None,
             base_mask,
@@ -280,6 +281,12 @@ impl Inventory {
         Ok(())
     }
 
+    /// The pidfds of launched commands still running (readable when one exits).
+    pub fn child_fds(&self) -> impl Iterator<Item = i32> + '_ {
+        use std::os::fd::AsRawFd;
+        self.domains.iter().filter(|d| d.exit.is_none()).filter_map(|d| d.pidfd.as_ref().map(|f| f.as_raw_fd()))
+    }
+
     /// Forward `sig` to launched commands that still run and wait for them (at most [`CHILD_GRACE`]).
     pub fn stop_children(&mut self, sig: i32) {
         for d in &mut self.domains {
@@ -291,16 +298,21 @@ impl Inventory {
             }
         }
         let deadline = signals::monotonic() + CHILD_GRACE;
-        for d in &mut self.domains {
-            if let Some(c) = d.child.as_mut() {
-                while d.exit.is_none() {
-                    match c.try_wait() {
-                        Ok(Some(s)) => d.exit = Some(s),
-                        Ok(None) if signals::monotonic() < deadline => std::thread::sleep(Duration::from_millis(10)),
-                        _ => break,
-                    }
-                }
+        loop {
+            self.reap();
+            if self.domains.iter().all(|d| d.child.is_none() || d.exit.is_some()) {
+                return;
             }
+            // Woken by the first pidfd to turn readable (or every 10 ms without pidfds).
+            let mut fds: Vec<libc::pollfd> =
+                self.child_fds().map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+            let now = signals::monotonic();
+            if now >= deadline {
+                return;
+            }
+            let slice = if fds.is_empty() { Duration::from_millis(10) } else { deadline - now };
+            // SAFETY: a valid pollfd array of its length (possibly empty).
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, slice.as_millis().max(1) as libc::c_int) };
         }
     }
 
@@ -439,6 +451,35 @@ impl Inventory {
         }
     }
 
+    /// Move threads read through `schedstat` to task-clock counters (their second observation:
+    /// `observe` has just read their schedstat, the counter starts at 0 now). Never in the
+    /// agent's first period: the first perf event the machine has opened in a second makes the
+    /// kernel switch its scheduler hooks on and wait for an RCU grace period
+    /// (kernel/events/core.c `account_event`: `static_branch_enable(&perf_sched_events)`,
+    /// `synchronize_rcu()`), 8-17 ms on this machine when quiet and 50 ms at load 20: a job
+    /// that ends within the first period (`ampsched run -- true`) must not wait for it. That
+    /// first open happens on a thread of its own ([`warm_perf`]), so the loop does not wait
+    /// either; threads are moved once it is done.
+    pub(crate) fn upgrade_clocks(&mut self, ex: &mut Export, tasks: &[TaskId]) {
+        if tasks.is_empty() || !self.wants_clocks() || !warm_perf() {
+            return;
+        }
+        for task in tasks {
+            let Some(tid) = self.threads.get(task).map(|t| t.tid) else { continue };
+            if let Some(c) = self.open_clock(ex, tid) {
+                if let Some(t) = self.threads.get_mut(task) {
+                    t.run = RunSource::Clock(c);
+                    t.last_sched = (0, 0, 0);
+                }
+            }
+        }
+    }
+
+    /// Whether threads read through `schedstat` should move to counters.
+    pub(crate) fn wants_clocks(&self) -> bool {
+        self.use_counters && self.perf_ok != Some(false)
+    }
+
     /// A run-time counter for `tid`, or `None` to read its `schedstat`: when perf
     /// events are refused here (decided on the first try, logged once) or this
     /// thread's counter cannot be opened (gone, out of file descriptors).
@@ -478,14 +519,10 @@ impl Inventory {
             return;
         };
         let Ok(cur_lin) = act.get(tid) else { return };
-        let (run, last_sched) = match self.open_clock(ex, tid) {
-            Some(c) => (RunSource::Clock(c), (0, 0, 0)),
-            None => {
-                let Ok(mut sched) = ProcFile::open(&dir.join("schedstat")) else { return };
-                let last = sched.read().ok().and_then(parse_schedstat).unwrap_or_default();
-                (RunSource::Schedstat(sched), last)
-            }
-        };
+        // Read through `schedstat` until its second observation ([`Inventory::upgrade_clocks`]).
+        let Ok(mut sched) = ProcFile::open(&dir.join("schedstat")) else { return };
+        let last_sched = sched.read().ok().and_then(parse_schedstat).unwrap_or_default();
+        let run = RunSource::Schedstat(sched);
         let dom = &mut self.domains[di];
         let original = if dom.applied.contains(&cur_lin) && cur_lin != dom.base_mask && !dom.base_mask.is_empty() {
             dom.base_mask
@@ -657,6 +694,29 @@ impl Inventory {
             self.remove_thread(ex, id, "exited");
         }
     }
+}
+
+/// Whether perf events are switched on in the kernel for this process's lifetime: the first
+/// call starts a thread that opens a task-clock counter of itself and keeps it open (so the
+/// kernel's scheduler hooks stay on, and later opens cost µs); true once that open returned
+/// (success or not: [`Inventory::open_clock`] then learns why from its own open).
+fn warm_perf() -> bool {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    // 0: not started, 1: opening, 2: done.
+    static WARM: AtomicU8 = AtomicU8::new(0);
+    if WARM.compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+        let started = std::thread::Builder::new().name("ampsched-perf".into()).spawn(|| {
+            if let Ok(c) = RunClock::open(signals::gettid()) {
+                // Kept for the process's lifetime (closed at exit; CLOEXEC for children).
+                std::mem::forget(c);
+            }
+            WARM.store(2, Ordering::SeqCst);
+        });
+        if started.is_err() {
+            WARM.store(2, Ordering::SeqCst);
+        }
+    }
+    WARM.load(Ordering::SeqCst) == 2
 }
 
 /// vCPU threads of a QEMU process found by name (`CPU n/KVM`, `CPU n/TCG`): tid → vCPU index.

@@ -24,7 +24,7 @@ use crate::inventory::{Inventory, RunSource};
 use crate::loopstats::LoopStats;
 use crate::procfs::{parse_schedstat, parse_stat};
 use crate::sampler::{CpuFigures, CpuSampler};
-use ampsched_model::{CpuId, CpuSet, Nanos};
+use ampsched_model::{CpuId, CpuSet, Nanos, TaskId};
 use ampsched_policy::{CpuSample, DomainSample, Snapshot, TaskSample, TaskState};
 
 /// A thread whose run + run-queue wait in a period is below `period / STAT_BURST_DIV`
@@ -133,6 +133,8 @@ impl Observer {
         let tracing = ex.trace.is_some();
         let mut longest: Vec<Option<(u64, i32)>> = if tracing { vec![None; topo.ncpus()] } else { Vec::new() };
         let mut runnable_tids: Vec<i32> = Vec::new();
+        let mut to_clock: Vec<TaskId> = Vec::new();
+        let want_clocks = period_no > 0 && inv.wants_clocks();
         for (id, t) in inv.threads.iter_mut() {
             stats.thread_samples += 1;
             let ss = match &mut t.run {
@@ -151,6 +153,9 @@ impl Observer {
                         gone.push(*id);
                         continue;
                     };
+                    if want_clocks {
+                        to_clock.push(*id);
+                    }
                     ss
                 }
             };
@@ -229,6 +234,9 @@ impl Observer {
         for id in gone {
             inv.remove_thread(ex, id, "exited");
         }
+        // Read by schedstat up to now, by a counter from now on (`inventory`).
+        to_clock.retain(|id| inv.threads.contains_key(id));
+        inv.upgrade_clocks(ex, &to_clock);
         // Threads that ended since the last observation (found here or by the inventory):
         // `Done` in this snapshot, then forgotten.
         if !inv.ended.is_empty() {

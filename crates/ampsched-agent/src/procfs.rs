@@ -2,9 +2,25 @@
 //! `/proc/stat`, and [`ProcFile`], a kept-open handle re-read with `pread` so
 //! that sampling a thread every period costs one system call per file.
 //!
+//! `stat` and `schedstat` are parsed by the procfs crate's parsers
+//! (`procfs-core`, the parsing half of the `procfs` project, fed the text of
+//! a kept-open file). Kept by hand, where the crate does not fit:
+//! - `/proc/stat`: `procfs_core::KernelStats` lists the per-CPU lines by
+//!   position, dropping the CPU numbers, which the agent needs (an offline
+//!   CPU has no line, shifting every later one);
+//! - [`ProcFile`] and [`TaskDir`]: the crate opens and parses a file afresh
+//!   at each call (`Process::stat`), with no kept-open re-read (`pread`) or
+//!   thread count from one `fstat`, the two things that keep the agent's
+//!   period within its budget;
+//! - the directory listings ([`list_tids`], [`list_pids`]): the full `procfs`
+//!   crate's `Process` opens a directory fd per process, twice the system
+//!   calls of a plain `read_dir` for the real-time scan of every thread every
+//!   2 s (`sampler`), and it would add a second version of `rustix`.
+//!
 //! Field numbers follow proc(5) (1-based): 3 state, 4 ppid, 14 utime,
 //! 15 stime, 22 starttime, 39 processor, 41 policy.
 
+use procfs_core::FromRead;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -109,31 +125,28 @@ pub struct TaskStat {
     pub policy: u32,
 }
 
-/// Parse a `stat` line; `None` when it is truncated or malformed.
+/// Parse a `stat` line (with the procfs crate's parser, `procfs_core::process::Stat`); `None`
+/// when it is truncated or malformed.
 pub fn parse_stat(s: &str) -> Option<TaskStat> {
-    let open = s.find('(')?;
-    let close = s.rfind(')')?;
-    let comm = s.get(open + 1..close)?.to_string();
-    let rest: Vec<&str> = s.get(close + 1..)?.split_ascii_whitespace().collect();
-    // rest[0] is field 3.
-    let f = |k: usize| rest.get(k - 3).copied();
+    let st = procfs_core::process::Stat::from_read(s.as_bytes()).ok()?;
     Some(TaskStat {
-        comm,
-        state: f(3)?.chars().next()?,
-        ppid: f(4)?.parse().ok()?,
-        utime: f(14)?.parse().ok()?,
-        stime: f(15)?.parse().ok()?,
-        num_threads: f(20)?.parse().ok()?,
-        starttime: f(22)?.parse().ok()?,
-        processor: f(39)?.parse().ok()?,
-        policy: f(41)?.parse().ok()?,
+        state: st.state,
+        ppid: st.ppid,
+        utime: st.utime,
+        stime: st.stime,
+        num_threads: u32::try_from(st.num_threads).ok()?,
+        starttime: st.starttime,
+        processor: u32::try_from(st.processor?).ok()?,
+        policy: st.policy?,
+        comm: st.comm,
     })
 }
 
-/// Parse `schedstat`: (run time ns, run-queue wait ns, time slices).
+/// Parse `schedstat` (`procfs_core::process::Schedstat`): (run time ns, run-queue wait ns,
+/// time slices).
 pub fn parse_schedstat(s: &str) -> Option<(u64, u64, u64)> {
-    let mut it = s.split_ascii_whitespace().map(|x| x.parse::<u64>().ok());
-    Some((it.next()??, it.next()??, it.next()??))
+    let st = procfs_core::process::Schedstat::from_read(s.as_bytes()).ok()?;
+    Some((st.sum_exec_runtime, st.run_delay, st.pcount))
 }
 
 /// One CPU's cumulative times from `/proc/stat`, in clock ticks (USER_HZ).

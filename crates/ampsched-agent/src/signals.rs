@@ -1,60 +1,61 @@
-//! SIGINT, SIGTERM and SIGHUP handling: the handler only records the signal
-//! (async-signal-safe); the control loop notices it after its sleep is
-//! interrupted (`clock_nanosleep` returns `EINTR`), restores every affinity
-//! and exits.
+//! SIGINT, SIGTERM and SIGHUP through `signal-hook`: each signal records its
+//! number ([`pending`], `signal_hook::flag::register_usize`) and writes a
+//! byte to a self-pipe (`signal_hook::low_level::pipe`), whose read end is in
+//! every wait of the control loop ([`wait_until`], `ppoll`). A signal that
+//! arrives at any moment, even between the loop's check and its wait, leaves
+//! the pipe readable, so the wait returns at once; the loop then restores
+//! every affinity and exits. (The self-pipe is the classic cure for that
+//! race, D. J. Bernstein's "self-pipe trick"; signal-hook implements it
+//! async-signal-safely.)
 //!
-//! SIGCHLD (a launched command ended) also interrupts the sleep, so the loop
-//! notices a finished job at once instead of at the next period (`ampsched
-//! run` would otherwise add up to a period to the job's wall time); it is
-//! recorded apart ([`child_exited`]) and never stops the agent by itself.
+//! A launched command's end is learnt from its pidfd (`pidfd_open(2)`,
+//! readable once the process has exited, `inventory`), also in the same
+//! wait, so `ampsched run` ends the moment its job does; no SIGCHLD handler.
+//!
+//! SIGPIPE gets an empty handler: a closed log pipe or metrics client must
+//! not kill the agent before it restores; unlike `SIG_IGN`, a handler is
+//! reset to the default at `execve`, so launched commands get the default.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-static PENDING: AtomicI32 = AtomicI32::new(0);
-static CHILD: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    PENDING.store(sig, Ordering::SeqCst);
+/// The stop signals and their self-pipe (read end, write end).
+struct Hooks {
+    pending: Arc<AtomicUsize>,
+    wake: (OwnedFd, OwnedFd),
 }
 
-extern "C" fn on_child(_sig: libc::c_int) {
-    CHILD.store(true, Ordering::SeqCst);
-}
+static HOOKS: OnceLock<Hooks> = OnceLock::new();
 
-fn handle(sig: libc::c_int, f: extern "C" fn(libc::c_int)) {
-    // SAFETY: a zeroed sigaction with a plain handler that only stores to an atomic.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = f as *const () as usize;
-        libc::sigemptyset(&mut sa.sa_mask);
-        sa.sa_flags = if sig == libc::SIGCHLD { libc::SA_NOCLDSTOP } else { 0 };
-        libc::sigaction(sig, &sa, std::ptr::null_mut());
-    }
-}
-
-/// Install the handlers (without `SA_RESTART`, so sleeps are interrupted), and
-/// ignore SIGPIPE: a closed log pipe or metrics client must not kill the agent
-/// before it restores (launched commands get the default back: Rust's spawn resets it).
+/// Install the handlers (once per process; later calls do nothing). Panics only when the
+/// process cannot make a pipe or register a handler at start-up (out of file descriptors).
 pub fn install() {
-    // SAFETY: setting a disposition to SIG_IGN.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        handle(sig, on_signal);
-    }
-    handle(libc::SIGCHLD, on_child);
+    HOOKS.get_or_init(|| {
+        let mut p = [0i32; 2];
+        // SAFETY: `p` is a valid array of two ints; the fds returned are ours.
+        let wake = unsafe {
+            assert_eq!(libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK), 0, "pipe2");
+            (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1]))
+        };
+        let pending = Arc::new(AtomicUsize::new(0));
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // Registered in this order, so the number is stored before the pipe wakes the loop.
+            signal_hook::flag::register_usize(sig, Arc::clone(&pending), sig as usize).expect("register signal");
+            signal_hook::low_level::pipe::register_raw(sig, wake.1.as_raw_fd()).expect("register signal pipe");
+        }
+        // SAFETY: the handler does nothing, which is async-signal-safe.
+        unsafe { signal_hook::low_level::register(libc::SIGPIPE, || {}) }.expect("register SIGPIPE");
+        Hooks { pending, wake }
+    });
 }
 
-/// Whether a child ended since the last call (clears the flag).
-pub fn child_exited() -> bool {
-    CHILD.swap(false, Ordering::SeqCst)
-}
-
-/// The last signal received, if any (not cleared).
+/// The last stop signal received, if any (not cleared).
 pub fn pending() -> Option<i32> {
-    match PENDING.load(Ordering::SeqCst) {
-        0 => None,
-        s => Some(s),
+    match HOOKS.get().map(|h| h.pending.load(Ordering::SeqCst)) {
+        None | Some(0) => None,
+        Some(s) => Some(s as i32),
     }
 }
 
@@ -82,27 +83,6 @@ pub fn process_cpu() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-/// Sleep until the monotonic time `deadline`; returns early (false) when a stop signal
-/// arrives (or arrived before the call: one received during QMP I/O must not wait out a
-/// period), and early (true) when a child ended ([`child_exited`] then says so).
-pub fn sleep_until(deadline: Duration) -> bool {
-    if pending().is_some() {
-        return false;
-    }
-    let ts = libc::timespec { tv_sec: deadline.as_secs() as libc::time_t, tv_nsec: deadline.subsec_nanos() as _ };
-    loop {
-        // SAFETY: valid timespec; absolute monotonic sleep.
-        let r = unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
-        match r {
-            0 => return true,
-            libc::EINTR if pending().is_some() => return false,
-            libc::EINTR if CHILD.load(Ordering::SeqCst) => return true,
-            libc::EINTR => continue,
-            _ => return true,
-        }
-    }
-}
-
 /// Why [`wait_until`] returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wake {
@@ -110,23 +90,18 @@ pub enum Wake {
     Deadline,
     /// A stop signal arrived (now or before the call).
     Stop,
-    /// A launched command ended ([`child_exited`] says so too).
-    Child,
-    /// One of the file descriptors is readable.
+    /// One of the file descriptors is readable (their `revents` say which).
     Ready,
 }
 
-/// [`sleep_until`] that also returns when one of `fds` becomes readable (`ppoll`).
-pub fn wait_until(deadline: Duration, fds: &[i32]) -> Wake {
-    if fds.is_empty() {
-        return match sleep_until(deadline) {
-            false => Wake::Stop,
-            true if CHILD.load(Ordering::SeqCst) => Wake::Child,
-            true => Wake::Deadline,
-        };
-    }
-    let mut pfds: Vec<libc::pollfd> =
-        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+/// Sleep until the monotonic time `deadline`, a stop signal ([`Wake::Stop`], also one that
+/// arrived before the call), or one of `fds` readable (`POLLIN`, or hung up: a pidfd of an
+/// exited process). `fds[i].revents` are set on [`Wake::Ready`].
+pub fn wait_until(deadline: Duration, fds: &mut [libc::pollfd]) -> Wake {
+    let mut all: Vec<libc::pollfd> = Vec::with_capacity(fds.len() + 1);
+    all.extend(HOOKS.get().map(|h| libc::pollfd { fd: h.wake.0.as_raw_fd(), events: libc::POLLIN, revents: 0 }));
+    let own = all.len();
+    all.extend(fds.iter().map(|p| libc::pollfd { revents: 0, ..*p }));
     loop {
         if pending().is_some() {
             return Wake::Stop;
@@ -137,19 +112,34 @@ pub fn wait_until(deadline: Duration, fds: &[i32]) -> Wake {
         }
         let ts = libc::timespec { tv_sec: left.as_secs() as libc::time_t, tv_nsec: left.subsec_nanos() as _ };
         // SAFETY: valid pollfd array of its length and a valid timespec; no signal mask change.
-        let r = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, &ts, std::ptr::null()) };
-        if r > 0 {
+        let r = unsafe { libc::ppoll(all.as_mut_ptr(), all.len() as libc::nfds_t, &ts, std::ptr::null()) };
+        if r > 0 && all[own..].iter().any(|p| p.revents != 0) {
+            for (f, p) in fds.iter_mut().zip(&all[own..]) {
+                f.revents = p.revents;
+            }
             return Wake::Ready;
         }
-        if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            if pending().is_some() {
-                return Wake::Stop;
-            }
-            if CHILD.load(Ordering::SeqCst) {
-                return Wake::Child;
-            }
-        }
+        // Otherwise: a signal (the pipe, or EINTR), looked at above; or the timeout.
     }
+}
+
+/// Sleep until the monotonic time `deadline`; false when a stop signal arrives (or arrived
+/// before the call).
+pub fn sleep_until(deadline: Duration) -> bool {
+    wait_until(deadline, &mut []) != Wake::Stop
+}
+
+/// A pidfd of process `pid` (`pidfd_open(2)`, Linux 5.3+): readable once the process has
+/// exited, so a [`wait_until`] on it learns of the exit without polling or SIGCHLD. The pid
+/// must be a child not yet reaped (so it cannot have been reused).
+pub fn pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new fd we now own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// Thread id of the caller.
@@ -177,17 +167,25 @@ mod tests {
         let mut p = [0i32; 2];
         // SAFETY: valid array of two ints.
         assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+        let mut fds = [libc::pollfd { fd: p[0], events: libc::POLLIN, revents: 0 }];
         let t1 = monotonic();
-        assert_eq!(wait_until(t1 + Duration::from_millis(5), &[p[0]]), Wake::Deadline);
+        assert_eq!(wait_until(t1 + Duration::from_millis(5), &mut fds), Wake::Deadline);
         assert!(monotonic() >= t1 + Duration::from_millis(5));
         // SAFETY: writing one byte from a valid buffer to our pipe; then closing both ends.
         unsafe {
             libc::write(p[1], b"x".as_ptr() as *const libc::c_void, 1);
         }
-        assert_eq!(wait_until(monotonic() + Duration::from_secs(5), &[p[0]]), Wake::Ready);
+        assert_eq!(wait_until(monotonic() + Duration::from_secs(5), &mut fds), Wake::Ready);
+        assert_ne!(fds[0].revents & libc::POLLIN, 0);
         unsafe {
             libc::close(p[0]);
             libc::close(p[1]);
         }
+        // A child's pidfd wakes the wait when the child exits, not before.
+        let mut c = std::process::Command::new("sleep").arg("0.05").spawn().unwrap();
+        let pidfd = pidfd_open(c.id() as i32).unwrap();
+        let mut fds = [libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        assert_eq!(wait_until(monotonic() + Duration::from_secs(30), &mut fds), Wake::Ready);
+        assert!(c.try_wait().unwrap().is_some(), "readable only once the child has exited");
     }
 }
