@@ -112,18 +112,24 @@ mod tests {
 
     #[test]
     fn counts_the_run_time_of_another_thread_like_schedstat() {
-        // A thread that spins until it has had 50 ms of CPU (its own CPU clock, so a loaded
-        // machine only stretches the wall time), says so, and waits to be told to exit.
+        // A thread that blocks until told to go, spins until it has had 50 ms more CPU (its
+        // own CPU clock, so a loaded machine only stretches the wall time), reports the CPU
+        // time it spun, and blocks again until told to exit. Both counters are read while it
+        // is blocked, before and after the spin, so both windows hold exactly the spin and the
+        // few µs of waking and blocking around it.
         let (tx, rx) = std::sync::mpsc::channel::<i32>();
-        let (spun_tx, spun_rx) = std::sync::mpsc::channel::<()>();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (spun_tx, spun_rx) = std::sync::mpsc::channel::<u64>();
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let h = std::thread::spawn(move || {
             tx.send(gettid()).unwrap();
+            go_rx.recv().unwrap();
+            let t0 = crate::signals::thread_cpu();
             let mut x = 0u64;
-            while crate::signals::thread_cpu() < std::time::Duration::from_millis(50) {
+            while crate::signals::thread_cpu() < t0 + std::time::Duration::from_millis(50) {
                 x = std::hint::black_box(x.wrapping_add(1));
             }
-            spun_tx.send(()).unwrap();
+            spun_tx.send((crate::signals::thread_cpu() - t0).as_nanos() as u64).unwrap();
             done_rx.recv().unwrap();
         });
         let tid = rx.recv().unwrap();
@@ -138,6 +144,8 @@ mod tests {
                     && matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM | libc::ENOSYS | libc::ENOENT)) =>
             {
                 eprintln!("perf events unavailable ({e}): skipped");
+                go_tx.send(()).unwrap();
+                spun_rx.recv().unwrap();
                 done_tx.send(()).unwrap();
                 h.join().unwrap();
                 return;
@@ -148,17 +156,33 @@ mod tests {
             let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).unwrap();
             s.split_whitespace().next().unwrap().parse().unwrap()
         };
+        let w0 = std::time::Instant::now();
         let (c0, s0) = (clock.read().unwrap(), sched(tid));
-        std::thread::sleep(std::time::Duration::from_millis(10));
-        spun_rx.recv().unwrap();
+        go_tx.send(()).unwrap();
+        let spun = spun_rx.recv().unwrap();
+        // The spinner is blocking again (or about to: a read while it still runs only adds to
+        // both windows alike, the later the more).
+        std::thread::sleep(std::time::Duration::from_millis(1));
         let (c1, s1) = (clock.read().unwrap(), sched(tid));
+        let wall = w0.elapsed().as_nanos() as u64;
         done_tx.send(()).unwrap();
         h.join().unwrap();
-        // Both measure the same on-CPU time over the window: equal within 2 ms
-        // (the two reads are not simultaneous), and the thread ran at least a few ms.
         let (dc, ds) = (c1 - c0, s1 - s0);
-        assert!(ds > 5_000_000 || dc > 5_000_000, "the spinner ran: schedstat {ds} ns, clock {dc} ns");
-        assert!(dc.abs_diff(ds) < 2_000_000, "task clock {dc} ns vs schedstat {ds} ns");
+        // Structure, not amounts: schedstat's run time is the sum the thread's CPU clock is
+        // made of (`sum_exec_runtime`), so its window holds at least the spin; the task clock
+        // counts the same on-CPU intervals with the perf clock. How far apart the two are
+        // depends on the machine's load (preemptions, interrupts, hypervisor steal) and is a
+        // figure of `scripts/bench-agent-figures.sh`, not a pass/fail bound.
+        eprintln!("spin {spun} ns: task clock {dc} ns, schedstat {ds} ns");
+        assert!(spun >= 50_000_000, "the spinner spun {spun} ns");
+        assert!(ds >= spun, "schedstat {ds} ns < the spin's own CPU clock {spun} ns");
+        // The perf clock opens and closes each run interval a little apart from the scheduler's
+        // (`perf_event_task_sched_in/out` around the switch against `set_next_entity` and
+        // `put_prev_entity`): a few µs per preemption either way (≈ 0.1 % here), so a tenth
+        // of the spin is room for thousands. And no counter of CPU time can exceed the wall
+        // time of its window.
+        assert!(dc >= spun - spun / 10, "task clock {dc} ns ≪ the spin's CPU time {spun} ns");
+        assert!(dc <= wall && ds <= wall, "more CPU time than the {wall} ns window: {dc}, {ds}");
         // Still readable after the thread exited (exits are found through /proc).
         assert!(clock.read().is_ok());
     }
