@@ -13,6 +13,8 @@
 # (2) fast share (tests/linux.rs the_agent_records_its_decisions_as_a_perfetto_trace): three
 #     spinners for 1.5 s under `ampsched run`: the run time they got on CPU 0 per second of
 #     wall time (the trace's mean `fast share`; ≈ 1 on an idle machine);
+# (4) sequential phases (tests/linux.rs sequential_phases_the_lone_active_thread_runs_on_the_fast_cpu):
+#     the share of the working thread's run time on CPU 0 (≈ 0.99 quiet);
 # (3) task clock against schedstat (src/runclock.rs
 #     counts_the_run_time_of_another_thread_like_schedstat): a 50 ms spin seen by the
 #     perf task clock and by /proc schedstat; they differ by a few µs per preemption
@@ -72,6 +74,15 @@ for i in $(seq "$RUNS"); do
   fs+=("$(j "$TMP/s.json" "v['on_cpu_s'][0] / v['elapsed_s']")")
 done
 echo "    CPU-0 run time per wall second: $(stats "${fs[@]}")"
+load
+
+echo "(4) sequential phases (3 threads, one works at a time, 12 x 250 ms): work done on CPU 0"
+ph=()
+for i in $(seq "$RUNS"); do
+  "$A" run --placer aash --fast 0 --state "$TMP/state.json" -- "$W" phased --threads 3 --phases 12 --phase-ms 250 --out "$TMP/ph.json"
+  ph+=("$(j "$TMP/ph.json" "v['on_cpu_s'][0] / v['run_s']")")
+done
+echo "    share of run time on CPU 0: $(stats "${ph[@]}")"
 load
 
 echo "(3) task clock against schedstat over a 50 ms spin"
