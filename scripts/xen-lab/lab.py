@@ -31,7 +31,7 @@ A scenario is a TOML file (see docs/xen.md and scripts/xen-lab/scenarios/):
   start = [1]            # optional: vCPU i waits on pool pCPU start[i] (pinned while the guests
                          # boot, unpinned at GO): the run starts from a known placement
   repeat_s = 0           # > 0: run the workload again and again for this long (abort stress test)
-  # top level: rseq = false  (true: glibc's rseq registration on in the guests' workload)
+  # top level: rseq = true  (false: glibc's rseq registration off in the guests' workload)
 
 Everything comes from Debian packages by name (scripts/xen-lab/fetch); QEMU
 and every helper are killed on any exit; the host's /boot is not touched.
@@ -131,7 +131,7 @@ def validate(sc: dict, src: str) -> dict:
     sc.setdefault("timeout_s", 900)
     sc.setdefault("boot_timeout_s", 420)
     sc.setdefault("tslice_ms", 30)
-    sc.setdefault("rseq", False)
+    sc.setdefault("rseq", True)
     p = sc["pcpus"]
     if not isinstance(p, int) or not 1 <= p <= MAX_PCPUS - 1:
         bad("pcpus", p, f"an integer 1..{MAX_PCPUS - 1} (the lab emulates at most {MAX_PCPUS} pCPUs, one is dom0's)")
