@@ -31,7 +31,9 @@ use crate::apply::Applier;
 use crate::backoff::{group_work, hands_off_filter, Backoff, BackoffParams};
 use crate::clock::Clock;
 use crate::config::{Target, TargetKind};
-use crate::cooperate::{cooperate, fast_set, kept_from_fast, on_idle_fast_cpu, order_changes, Confined, Load};
+use crate::cooperate::{
+    cooperate, fast_set, kept_from_fast, on_idle_fast_cpu, order_changes, spread_stacked, Confined, Load,
+};
 use crate::decide::Decider;
 use crate::discovery::Discovered;
 use crate::events::{EventSource, IdleSwitch};
@@ -306,6 +308,7 @@ impl Agent {
         let load = Load::from_snapshot(&self.d.topo, &obs.snap);
         if cooperate(&load, &obs.snap.tasks, decided, &mut self.coop) {
             self.stats.contended_periods += 1;
+            spread_stacked(&obs.snap.tasks, &mut self.coop);
         }
         self.back_off(&obs.snap);
         // SAFETY: no preconditions.

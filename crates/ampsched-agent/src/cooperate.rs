@@ -93,6 +93,50 @@ pub fn cooperate(load: &Load, tasks: &[TaskSample], decided: &[AffinityChange], 
     }
 }
 
+/// Work conservation under a placer's pins: where two or more runnable threads are pinned to
+/// the same single CPU while a CPU in one of their own masks is in no runnable managed
+/// thread's mask (it idles as far as the managed work is concerned), the later of them (task
+/// order) gets its own mask back, and Linux's balancer moves it to the idle CPU
+/// (`newidle_balance`). Returns how many were widened; `changes` (effective masks) is
+/// amended in place.
+///
+/// Why: `capability`'s launch pins tasks in proportion to the CPUs' capability (the largest
+/// share EC / (tasks + 1), the paper's `chcb`); on the development machine the hog leaves CPU 1 an EC of 7.5
+/// per 30 ms against CPU 0's 30, so both workers of a 2-worker job are pinned to CPU 0 and
+/// CPU 1's remaining half is never used (its balancers find no active task to swap), a
+/// throughput of 1 against Linux's 1.5. A pin only adds something when every CPU the threads
+/// may use has one.
+pub fn spread_stacked(tasks: &[TaskSample], changes: &mut Vec<AffinityChange>) -> usize {
+    let mask_of =
+        |t: &TaskSample, ch: &[AffinityChange]| ch.iter().rev().find(|c| c.task == t.id).map_or(t.affinity, |c| c.mask);
+    let mut covered = CpuSet::new();
+    for t in tasks.iter().filter(|t| t.runnable()) {
+        covered = covered.or(&mask_of(t, changes));
+    }
+    let mut singles: Vec<CpuSet> = Vec::new();
+    let mut widened = 0;
+    for t in tasks.iter().filter(|t| t.runnable()) {
+        let m = mask_of(t, changes);
+        if m.len() != 1 {
+            continue;
+        }
+        if !singles.contains(&m) {
+            singles.push(m);
+            continue;
+        }
+        if t.allowed.and_not(&covered).is_empty() {
+            continue;
+        }
+        covered = covered.or(&t.allowed);
+        match changes.iter_mut().find(|c| c.task == t.id) {
+            Some(c) => c.mask = t.allowed,
+            None => changes.push(AffinityChange { task: t.id, mask: t.allowed }),
+        }
+        widened += 1;
+    }
+    widened
+}
+
 /// Order one period's changes so that a swap never leaves its threads stacked on one CPU
 /// for longer than two system calls (issue 15 D5, capability's slow runs).
 ///
@@ -237,6 +281,37 @@ mod tests {
         let l = Load::from_snapshot(&topo, &s);
         assert_eq!(l, Load { contenders: 1, fast_cpus: 1, fast_idle: false });
         assert_eq!(run(&topo, &s, &[]), (false, vec![(0, "0-1".into())]));
+    }
+
+    #[test]
+    fn two_threads_pinned_to_one_cpu_while_the_other_idles_are_spread() {
+        // capability's launch on the development machine: both workers runnable, both pinned
+        // to fast CPU 0 (EC 30 / 2 = 15 beats 7.5 on hogged CPU 1); CPU 1 is in nobody's mask.
+        // Thread 1 (the later) gets its own mask {0,1} back; thread 0 keeps its pin.
+        let tasks = vec![task(0, TaskState::Runnable, &[0, 1]), task(1, TaskState::Runnable, &[0, 1])];
+        let mut ch = vec![
+            AffinityChange { task: TaskId(0), mask: ids(&[0]) },
+            AffinityChange { task: TaskId(1), mask: ids(&[0]) },
+        ];
+        assert_eq!(spread_stacked(&tasks, &mut ch), 1);
+        let got: Vec<(u32, String)> = ch.iter().map(|c| (c.task.0, c.mask.to_list())).collect();
+        assert_eq!(got, vec![(0, "0".into()), (1, "0-1".into())]);
+        // Already in force from an earlier period (no change this period): the widening is added.
+        let tasks = vec![task(0, TaskState::Runnable, &[0]), task(1, TaskState::Runnable, &[0])];
+        let mut ch = Vec::new();
+        assert_eq!(spread_stacked(&tasks, &mut ch), 1);
+        assert_eq!((ch[0].task.0, ch[0].mask.to_list()), (1, "0-1".into()));
+        // AASH's 3 threads on 1 fast + 1 slow CPU: {0}, {1}, {1}: two stacked on CPU 1, but
+        // every CPU has a pin: nothing to spread. A blocked thread's pin counts for nothing:
+        // {0} runnable, {0} blocked, CPU 1 free: nothing stacked among the runnable.
+        let tasks = vec![
+            task(0, TaskState::Runnable, &[0]),
+            task(1, TaskState::Runnable, &[1]),
+            task(2, TaskState::Runnable, &[1]),
+        ];
+        assert_eq!(spread_stacked(&tasks, &mut Vec::new()), 0);
+        let tasks = vec![task(0, TaskState::Runnable, &[0]), task(1, TaskState::Blocked, &[0])];
+        assert_eq!(spread_stacked(&tasks, &mut Vec::new()), 0);
     }
 
     #[test]
