@@ -118,6 +118,34 @@ fn values_and_outputs_are_checked_before_a_run() {
 }
 
 #[test]
+fn reproduce_checks_its_output_directory_before_anything_runs() {
+    let dir = std::env::temp_dir().join(format!("ampsched-cli-out-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("a-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    // `--only nomatch` would fail when the experiments load; the output check comes
+    // first, so the message is about --out: nothing was loaded, let alone run.
+    for (out, expect) in [
+        (
+            file.clone(),
+            format!("{}: cannot write the report directory: it exists and is not a directory", file.display()),
+        ),
+        (file.join("sub"), format!("{}: cannot write the report directory:", file.join("sub").display())),
+    ] {
+        let (code, stdout, err) = ampsched(&["reproduce", "aash", "--out", out.to_str().unwrap(), "--only", "nomatch"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(&expect), "expected `{expect}` in: {err}");
+        assert!(!err.contains("nomatch") && stdout.is_empty(), "{stdout}{err}");
+    }
+    // A writable --out passes the check and the next error is the real one.
+    let ok = dir.join("new/report");
+    let (code, _, err) = ampsched(&["reproduce", "aash", "--out", ok.to_str().unwrap(), "--only", "nomatch"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--only [\"nomatch\"] matches no experiment"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn every_subcommand_help_shows_examples_of_itself() {
     let cmds = [
         "demo",

@@ -8,7 +8,7 @@ pub mod svg;
 
 use serde::Serialize;
 use std::fmt::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use svg::{esc, Chart};
 
 /// Schema tag written at the top of `summary.json`.
@@ -301,17 +301,67 @@ impl Report {
         o
     }
 
-    /// Write `summary.json`, `report.md`, `report.html` and `figures/*.svg` into `dir` (created if missing).
-    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
-        let figs = dir.join("figures");
-        std::fs::create_dir_all(&figs)?;
-        for f in self.figures() {
-            std::fs::write(figs.join(format!("{}.svg", f.id)), f.chart.to_svg())?;
+    /// Make sure `dir` can take the report before anything is run: create it and
+    /// its `figures/` folder, and create and remove a probe file in each. The error
+    /// names the path and what was being written.
+    pub fn prepare_dir(dir: &Path) -> Result<(), WriteError> {
+        let err = |path: &Path, what: &'static str| {
+            let path = path.to_path_buf();
+            move |source| WriteError { path, what, source }
+        };
+        if dir.exists() && !dir.is_dir() {
+            let source = std::io::Error::new(std::io::ErrorKind::AlreadyExists, "it exists and is not a directory");
+            return Err(WriteError { path: dir.to_path_buf(), what: "report directory", source });
         }
-        std::fs::write(dir.join("summary.json"), self.summary_json())?;
-        std::fs::write(dir.join("report.md"), self.to_markdown())?;
-        std::fs::write(dir.join("report.html"), self.to_html())?;
+        std::fs::create_dir_all(dir).map_err(err(dir, "report directory"))?;
+        let figs = dir.join("figures");
+        std::fs::create_dir_all(&figs).map_err(err(&figs, "figures directory"))?;
+        for d in [dir, figs.as_path()] {
+            let probe = d.join(".ampsched-write-check");
+            std::fs::write(&probe, b"").map_err(err(&probe, "report files"))?;
+            std::fs::remove_file(&probe).map_err(err(&probe, "report files"))?;
+        }
         Ok(())
+    }
+
+    /// Write `summary.json`, `report.md`, `report.html` and `figures/*.svg` into `dir` (created if missing).
+    pub fn write(&self, dir: &Path) -> Result<(), WriteError> {
+        let put = |path: PathBuf, what: &'static str, text: String| {
+            std::fs::write(&path, text).map_err(|source| WriteError { path, what, source })
+        };
+        let figs = dir.join("figures");
+        std::fs::create_dir_all(&figs)
+            .map_err(|source| WriteError { path: figs.clone(), what: "figures directory", source })?;
+        for f in self.figures() {
+            put(figs.join(format!("{}.svg", f.id)), "figure", f.chart.to_svg())?;
+        }
+        put(dir.join("summary.json"), "summary", self.summary_json())?;
+        put(dir.join("report.md"), "Markdown report", self.to_markdown())?;
+        put(dir.join("report.html"), "HTML report", self.to_html())?;
+        Ok(())
+    }
+}
+
+/// Writing a report's file failed: which file, what it is, and why.
+#[derive(Debug)]
+pub struct WriteError {
+    /// The file or directory being written.
+    pub path: PathBuf,
+    /// What it is (`report directory`, `figure`, `HTML report`, …).
+    pub what: &'static str,
+    /// The operating system's reason.
+    pub source: std::io::Error,
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: cannot write the {}: {}", self.path.display(), self.what, self.source)
+    }
+}
+
+impl std::error::Error for WriteError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
     }
 }
 

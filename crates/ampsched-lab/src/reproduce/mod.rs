@@ -19,7 +19,7 @@ pub use common::{
 
 use crate::experiment::Experiment;
 use crate::ledger;
-use crate::report::Report;
+use crate::report::{Report, WriteError};
 use ampsched_sim::library::Library;
 use ampsched_sim::runner::{run_all, Job};
 use ampsched_sim::scenario::ScenarioError;
@@ -60,8 +60,10 @@ pub enum ReproduceError {
     Usage(String),
     /// A bad experiment file.
     Scenario(ScenarioError),
-    /// Writing the output failed.
+    /// Reading an input file failed.
     Io(PathBuf, std::io::Error),
+    /// The output directory or a report file cannot be written (checked before the runs, too).
+    Write(WriteError),
     /// A bad ledger file or claim (the message names the claim).
     Ledger(String),
 }
@@ -71,7 +73,8 @@ impl fmt::Display for ReproduceError {
         match self {
             ReproduceError::Usage(m) => write!(f, "{m}"),
             ReproduceError::Scenario(e) => write!(f, "{e}"),
-            ReproduceError::Io(p, e) => write!(f, "{}: {e}", p.display()),
+            ReproduceError::Io(p, e) => write!(f, "{}: cannot read: {e}", p.display()),
+            ReproduceError::Write(e) => write!(f, "{e}"),
             ReproduceError::Ledger(m) => write!(f, "{m}"),
         }
     }
@@ -203,12 +206,15 @@ where
     Ok(report)
 }
 
-/// Run a study and write its report files into `out`.
+/// Run a study and write its report files into `out`. `out` is created and
+/// checked writable before anything runs, so a bad `--out` costs no run.
 pub fn run_to_dir<F>(name: &str, opts: &Options, out: &Path, progress: F) -> Result<Report, ReproduceError>
 where
     F: Fn(usize, usize) + Sync,
 {
+    study(name)?;
+    Report::prepare_dir(out).map_err(ReproduceError::Write)?;
     let report = run(name, opts, progress)?;
-    report.write(out).map_err(|e| ReproduceError::Io(out.to_path_buf(), e))?;
+    report.write(out).map_err(ReproduceError::Write)?;
     Ok(report)
 }
