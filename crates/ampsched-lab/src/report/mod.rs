@@ -7,7 +7,6 @@
 pub mod svg;
 
 use serde::Serialize;
-use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use svg::{esc, Chart};
 
@@ -185,120 +184,43 @@ impl Report {
         s
     }
 
-    /// `report.md` text; figures are referenced as `figures/<id>.svg`.
+    /// `report.md` text (template `templates/report.md.j2`); figures are referenced as `figures/<id>.svg`.
     pub fn to_markdown(&self) -> String {
-        let mut o = String::new();
-        let _ = writeln!(o, "# {}\n", self.title);
-        for p in &self.intro {
-            let _ = writeln!(o, "{p}\n");
-        }
-        let _ = writeln!(o, "## Contents\n");
-        for s in &self.sections {
-            let _ = writeln!(o, "- [{}](#{})", s.title, s.id);
-        }
-        o.push('\n');
-        for s in &self.sections {
-            let _ = writeln!(o, "<a id=\"{}\"></a>\n\n## {}\n", s.id, s.title);
-            for b in &s.blocks {
-                match b {
-                    Block::Para(p) => {
-                        let _ = writeln!(o, "{p}\n");
-                    }
-                    Block::Table(t) => {
-                        if !t.caption.is_empty() {
-                            let _ = writeln!(o, "*{}*\n", t.caption);
-                        }
-                        let _ = writeln!(o, "| {} |", t.header.join(" | "));
-                        let _ = writeln!(o, "|{}", "---|".repeat(t.header.len()));
-                        for r in &t.rows {
-                            let _ = writeln!(o, "| {} |", r.join(" | "));
-                        }
-                        o.push('\n');
-                    }
-                    Block::Figure(f) => {
-                        let _ = writeln!(
-                            o,
-                            "![{}](figures/{}.svg)\n\n*{}* {}\n",
-                            f.caption,
-                            f.id,
-                            f.caption,
-                            f.chart.reading()
-                        );
-                    }
-                }
-            }
-        }
-        o
+        render("report.md.j2", self.context(false))
     }
 
-    /// `report.html` text: one self-contained page (inline SVG, inline CSS, no scripts or external resources).
+    /// `report.html` text (template `templates/report.html.j2`): one self-contained page
+    /// (inline SVG, inline CSS, no scripts or external resources).
     pub fn to_html(&self) -> String {
-        let mut o = String::new();
-        let _ = write!(
-            o,
-            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-             <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n\
-             <style>\n{}</style>\n</head>\n<body>\n<main>\n<h1>{}</h1>\n",
-            esc(&self.title),
-            CSS,
-            esc(&self.title)
-        );
-        for p in &self.intro {
-            let _ = writeln!(o, "<p>{}</p>", esc(p));
-        }
-        let _ = writeln!(o, "<nav aria-label=\"Contents\"><h2>Contents</h2><ol>");
-        for s in &self.sections {
-            let _ = writeln!(o, "<li><a href=\"#{}\">{}</a></li>", esc(&s.id), esc(&s.title));
-        }
-        let _ = writeln!(o, "</ol></nav>");
-        for s in &self.sections {
-            let _ = writeln!(o, "<section id=\"{}\">\n<h2>{}</h2>", esc(&s.id), esc(&s.title));
-            for b in &s.blocks {
-                match b {
-                    Block::Para(p) => {
-                        let _ = writeln!(o, "<p>{}</p>", esc(p));
-                    }
-                    Block::Table(t) => {
-                        let _ = writeln!(o, "<div class=\"scroll\"><table>");
-                        if !t.caption.is_empty() {
-                            let _ = writeln!(o, "<caption>{}</caption>", esc(&t.caption));
-                        }
-                        o.push_str("<thead><tr>");
-                        for h in &t.header {
-                            let _ = write!(o, "<th>{}</th>", esc(h));
-                        }
-                        o.push_str("</tr></thead>\n<tbody>\n");
-                        for r in &t.rows {
-                            o.push_str("<tr>");
-                            for c in r {
-                                // Prose (a claim, a published figure as the paper words it) wraps;
-                                // numbers and short labels stay on one line.
-                                let class = if c.chars().count() > WRAP_CELL { " class=\"w\"" } else { "" };
-                                let _ = write!(o, "<td{class}>{}</td>", esc(c));
-                            }
-                            o.push_str("</tr>\n");
-                        }
-                        o.push_str("</tbody></table></div>\n");
-                    }
-                    Block::Figure(f) => {
-                        let svg = f.chart.to_svg();
-                        // The standalone SVG carries fixed width/height; inline, let CSS scale it.
-                        let svg = svg.replacen(" width=\"720\" height=\"380\"", "", 1);
-                        let _ = writeln!(
-                            o,
-                            "<figure id=\"{}\">\n{}<figcaption>{}<br><span class=\"read\">{}</span></figcaption>\n</figure>",
-                            esc(&f.id),
-                            svg,
-                            esc(&f.caption),
-                            esc(&f.chart.reading())
-                        );
-                    }
-                }
-            }
-            o.push_str("</section>\n");
-        }
-        o.push_str("</main>\n</body>\n</html>\n");
-        o
+        render("report.html.j2", self.context(true))
+    }
+
+    /// What the templates see: the report as plain data; with `svg`, each figure's
+    /// chart drawn (for inlining, without its fixed size so CSS scales it).
+    fn context(&self, svg: bool) -> Context<'_> {
+        let sections = self
+            .sections
+            .iter()
+            .map(|s| SectionCtx {
+                id: &s.id,
+                title: &s.title,
+                blocks: s
+                    .blocks
+                    .iter()
+                    .map(|b| match b {
+                        Block::Para(text) => BlockCtx::Para { text },
+                        Block::Table(t) => BlockCtx::Table { caption: &t.caption, header: &t.header, rows: &t.rows },
+                        Block::Figure(f) => BlockCtx::Figure {
+                            id: &f.id,
+                            caption: &f.caption,
+                            reading: f.chart.reading(),
+                            svg: if svg { f.chart.to_svg_inline() } else { String::new() },
+                        },
+                    })
+                    .collect(),
+            })
+            .collect();
+        Context { title: &self.title, intro: &self.intro, sections, css: CSS, wrap_cell: WRAP_CELL }
     }
 
     /// Make sure `dir` can take the report before anything is run: create it and
@@ -330,8 +252,11 @@ impl Report {
             std::fs::write(&path, text).map_err(|source| WriteError { path, what, source })
         };
         let figs = dir.join("figures");
-        std::fs::create_dir_all(&figs)
-            .map_err(|source| WriteError { path: figs.clone(), what: "figures directory", source })?;
+        std::fs::create_dir_all(&figs).map_err(|source| WriteError {
+            path: figs.clone(),
+            what: "figures directory",
+            source,
+        })?;
         for f in self.figures() {
             put(figs.join(format!("{}.svg", f.id)), "figure", f.chart.to_svg())?;
         }
@@ -368,23 +293,76 @@ impl std::error::Error for WriteError {
 /// Table cells longer than this many characters may wrap (prose, not numbers).
 const WRAP_CELL: usize = 24;
 
-const CSS: &str = "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222;\
-background:#fafafa;line-height:1.5}\n\
-main{max-width:60rem;margin:0 auto;padding:1rem}\n\
-h1{font-size:1.6rem}h2{font-size:1.3rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}\n\
-nav ol{padding-left:1.4rem}\n\
-.scroll{overflow-x:auto;max-width:100%;margin:1rem 0}\n\
-table{border-collapse:collapse;font-size:.9rem;background:#fff}\n\
-caption{text-align:left;font-style:italic;padding:.3rem 0}\n\
-th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:right}\n\
-th{white-space:normal;overflow-wrap:anywhere;vertical-align:bottom;min-width:4rem}\n\
-td{white-space:nowrap}\n\
-td.w{white-space:normal;min-width:12rem;text-align:left}\n\
-th:first-child,td:first-child{text-align:left}\n\
-figure{margin:1rem 0;background:#fff;border:1px solid #e5e5e5;padding:.5rem}\n\
-figure svg{width:100%;height:auto;display:block}\n\
-figcaption{font-size:.9rem;color:#555}\n\
-figcaption .read{color:#333}\n";
+/// The page's style sheet, inlined into `report.html`.
+const CSS: &str = include_str!("templates/report.css");
+
+/// The report templates (`templates/*.j2`, compiled into the binary), loaded once.
+/// Whitespace: a line holding only a `{% … %}` tag leaves nothing in the output
+/// (`trim_blocks`, `lstrip_blocks`), so the templates read as the files they make.
+fn templates() -> &'static minijinja::Environment<'static> {
+    static ENV: std::sync::OnceLock<minijinja::Environment<'static>> = std::sync::OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = minijinja::Environment::new();
+        env.set_syntax(
+            minijinja::syntax::SyntaxConfig::builder()
+                .trim_blocks(true)
+                .lstrip_blocks(true)
+                .keep_trailing_newline(true)
+                .build()
+                .expect("default delimiters"),
+        );
+        env.set_auto_escape_callback(|name| {
+            if name.ends_with(".html.j2") {
+                minijinja::AutoEscape::Html
+            } else {
+                minijinja::AutoEscape::None
+            }
+        });
+        // HTML escaping as the SVG charts do it (`svg::esc`: `< > & "`), so text reads
+        // the same in the page and in its figures.
+        env.set_formatter(|out, state, value| {
+            if matches!(state.auto_escape(), minijinja::AutoEscape::Html) && !value.is_safe() {
+                out.write_str(&esc(&value.to_string())).map_err(minijinja::Error::from)
+            } else {
+                minijinja::escape_formatter(out, state, value)
+            }
+        });
+        env.add_template("report.md.j2", include_str!("templates/report.md.j2")).expect("report.md.j2 parses");
+        env.add_template("report.html.j2", include_str!("templates/report.html.j2")).expect("report.html.j2 parses");
+        env
+    })
+}
+
+/// Render template `name` with `ctx`. The templates are part of the binary and the
+/// context is plain data, so a failure is a bug (covered by the tests), not bad input.
+fn render(name: &str, ctx: Context<'_>) -> String {
+    let t = templates().get_template(name).expect("template is registered");
+    t.render(minijinja::Value::from(minijinja::value::Serde(&ctx))).unwrap_or_else(|e| panic!("{name}: {e:#}"))
+}
+
+#[derive(Serialize)]
+struct Context<'a> {
+    title: &'a str,
+    intro: &'a [String],
+    sections: Vec<SectionCtx<'a>>,
+    css: &'static str,
+    wrap_cell: usize,
+}
+
+#[derive(Serialize)]
+struct SectionCtx<'a> {
+    id: &'a str,
+    title: &'a str,
+    blocks: Vec<BlockCtx<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum BlockCtx<'a> {
+    Para { text: &'a str },
+    Table { caption: &'a str, header: &'a [String], rows: &'a [Vec<String>] },
+    Figure { id: &'a str, caption: &'a str, reading: String, svg: String },
+}
 
 /// Format a value for a table cell with a fixed number of decimals.
 pub fn cell(v: f64, decimals: usize) -> String {
@@ -488,6 +466,29 @@ mod tests {
                 || h.matches("http://").count() == h.matches("xmlns=\"http://www.w3.org/2000/svg\"").count()
         );
         assert!(!h.contains("<script"));
+    }
+
+    #[test]
+    fn templates_lay_out_the_report_exactly() {
+        // The Markdown, whole: a blank line after every block, the table rule one `---|` per column.
+        let md = "# R\n\nintro\n\n## Contents\n\n- [Experiment A](#exp-a)\n\n<a id=\"exp-a\"></a>\n\n\
+                  ## Experiment A\n\nSetup: 4 CPUs <fast>.\n\n*times*\n\n| policy | s |\n|---|---|\n| credit | 1.00 |\n\n\
+                  ![bars](figures/exp-a-bars.svg)\n\n*bars* How to read: one bar per series (legend colour) in each \
+                  group; its height is the mean over seeds.\n\n";
+        assert_eq!(sample().to_markdown(), md);
+        // The HTML table: a cell longer than WRAP_CELL (24) characters may wrap (class w), text escaped.
+        let mut r = sample();
+        if let Block::Table(t) = &mut r.sections[0].blocks[1] {
+            t.rows.push(vec!["a claim of 25 characters.".into(), "x & y".into()]);
+        }
+        let h = r.to_html();
+        let table =
+            "<div class=\"scroll\"><table>\n<caption>times</caption>\n<thead><tr><th>policy</th><th>s</th></tr>\
+                     </thead>\n<tbody>\n<tr><td>credit</td><td>1.00</td></tr>\n<tr><td class=\"w\">a claim of 25 \
+                     characters.</td><td>x &amp; y</td></tr>\n</tbody></table></div>\n<figure id=\"exp-a-bars\">\n<svg";
+        assert!(h.contains(table), "{h}");
+        assert!(h.starts_with("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"));
+        assert!(h.ends_with("</figcaption>\n</figure>\n</section>\n</main>\n</body>\n</html>\n"), "{h}");
     }
 
     #[test]

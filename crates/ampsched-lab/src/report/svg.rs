@@ -231,6 +231,12 @@ impl Chart {
             Chart::Line(l) => line_svg(l),
         }
     }
+
+    /// Render for inlining into a page: the standalone SVG without its fixed
+    /// width and height, so CSS scales it to the page (the view box keeps its shape).
+    pub fn to_svg_inline(&self) -> String {
+        self.to_svg().replacen(" width=\"720\" height=\"380\"", "", 1)
+    }
 }
 
 struct Frame {
