@@ -8,7 +8,7 @@
 returns a `SimResult` with pandas DataFrames; `sweep` runs a cross product
 of scenarios, policies, seeds and parameters on a process pool, a
 ``dask.distributed`` cluster or Ray; `ampsched.plots` draws the reports'
-figures.
+figures (SVG, with the same renderer as ``ampsched reproduce``).
 """
 
 from __future__ import annotations

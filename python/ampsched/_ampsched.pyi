@@ -27,3 +27,9 @@ def policies_json() -> str:
 
 def models_json() -> str:
     """The workload model library, as JSON."""
+
+def chart_svg(spec_json: str) -> str:
+    """Draw a chart spec (JSON, as built by ``ampsched.plots``) as SVG with the reports' renderer."""
+
+def chart_reading(spec_json: str) -> str:
+    """The caption sentence saying how to read a chart spec (JSON)."""

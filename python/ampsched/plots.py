@@ -1,113 +1,193 @@
-"""Plot helpers (matplotlib) for the figures the reports draw, usable from a notebook.
+"""The reports' figures from DataFrames, drawn by the same renderer as ``ampsched reproduce``.
 
 Every helper takes DataFrames as returned by `simulate` (`SimResult.series`)
-or `sweep`, draws on ``ax`` (a new figure when ``None``) and returns the Axes.
+or `sweep` and returns a `Chart`: the chart as data (``chart.spec``, the JSON
+the Rust renderer reads) and its SVG (``chart.svg``, drawn by the
+``ampsched-charts`` crate with plotters, the one plotting path of the project).
+A notebook shows a `Chart` inline; ``chart.save("fig.svg")`` writes the file.
+Readability is the reports': colour-blind-safe colours, one marker shape per
+series, outlined markers drawn over lines and dodged in scatters, and a
+``chart.reading`` sentence saying how to read the figure.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
 
+from ._ampsched import chart_reading as _chart_reading
+from ._ampsched import chart_svg as _chart_svg
 
-def _ax(ax):
-    if ax is None:
-        import matplotlib.pyplot as plt
+__all__ = [
+    "Chart",
+    "completion_stacked",
+    "speedup_bars",
+    "normalized_vs_param",
+    "time_series",
+    "cdf",
+    "points_vs_power",
+]
 
-        _, ax = plt.subplots(figsize=(7, 4))
-    return ax
+
+class Chart:
+    """A figure: ``spec`` (plain data) and its SVG, drawn by the reports' renderer."""
+
+    def __init__(self, spec: dict[str, Any]):
+        self.spec = spec
+        self._svg: str | None = None
+
+    @property
+    def svg(self) -> str:
+        """The standalone SVG document (deterministic: the same spec gives the same bytes)."""
+        if self._svg is None:
+            self._svg = _chart_svg(json.dumps(self.spec))
+        return self._svg
+
+    @property
+    def reading(self) -> str:
+        """One sentence for a caption: how to read the chart."""
+        return _chart_reading(json.dumps(self.spec))
+
+    def save(self, path: str | Path) -> Path:
+        """Write the SVG to ``path``; returns the path."""
+        p = Path(path)
+        p.write_text(self.svg, encoding="utf-8")
+        return p
+
+    def _repr_svg_(self) -> str:  # Jupyter shows the figure inline
+        return self.svg
+
+    def __repr__(self) -> str:
+        return f"Chart({self.spec.get('kind')!r}, title={self.spec.get('title')!r})"
 
 
-def completion_stacked(df: pd.DataFrame, by: str = "placer", metric: str = "completion_s", ax=None):
-    """Stacked bars, one per value of ``by``: each domain's mean ``metric`` over seeds, with its stdev."""
-    ax = _ax(ax)
+def _num(v) -> float:
+    """A float for the spec; NaN (a missing value) becomes 0, as the reports draw it."""
+    f = float(v)
+    return 0.0 if math.isnan(f) else f
+
+
+def completion_stacked(df: pd.DataFrame, by: str = "placer", metric: str = "completion_s") -> Chart:
+    """Stacked bars, one per value of ``by``: each domain's mean ``metric`` over seeds, whiskers ± stdev."""
     g = df.groupby([by, "domain"], sort=False)[metric]
     mean, std = g.mean().unstack("domain"), g.std().fillna(0.0).unstack("domain")
-    x = np.arange(len(mean.index))
-    bottom = np.zeros(len(x))
+    series = []
     for dom in mean.columns:
-        h = mean[dom].fillna(0.0).to_numpy()
-        ax.bar(x, h, bottom=bottom, label=str(dom), yerr=std[dom].to_numpy(), capsize=3)
-        bottom += h
-    ax.set_xticks(x, [str(i) for i in mean.index])
-    ax.set_xlabel(by)
-    ax.set_ylabel(f"{metric} (stacked per domain, ± stdev)")
-    ax.legend(fontsize="small")
-    return ax
+        m = [_num(v) for v in mean[dom].to_numpy()]
+        s = [_num(v) for v in std[dom].to_numpy()]
+        series.append({"name": str(dom), "values": m, "err": [[a - b, a + b] for a, b in zip(m, s)]})
+    return Chart(
+        {
+            "kind": "bar",
+            "title": f"{metric} per domain, stacked",
+            "categories": [str(i) for i in mean.index],
+            "series": series,
+            "stacked": True,
+            "y_label": f"{metric} (stacked per domain, ± stdev)",
+        }
+    )
 
 
-def speedup_bars(df: pd.DataFrame, baseline: str, by: str = "placer", metric: str = "completion_s", ax=None):
+def speedup_bars(df: pd.DataFrame, baseline: str, by: str = "placer", metric: str = "completion_s") -> Chart:
     """Grouped bars: per domain, speedup of each ``by`` value over ``baseline`` (mean ``metric`` ratio)."""
-    ax = _ax(ax)
     mean = df.groupby(["domain", by], sort=False)[metric].mean().unstack(by)
     if baseline not in mean.columns:
         raise ValueError(f"baseline {baseline!r} is not a value of {by!r}: {list(mean.columns)}")
     others = [c for c in mean.columns if c != baseline]
-    x = np.arange(len(mean.index))
-    w = 0.8 / max(len(others), 1)
-    for i, c in enumerate(others):
-        ax.bar(x + i * w, (mean[baseline] / mean[c]).to_numpy(), width=w, label=str(c))
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks(x + w * (len(others) - 1) / 2, [str(d) for d in mean.index])
-    ax.set_ylabel(f"speedup over {baseline}")
-    ax.legend(fontsize="small")
-    return ax
+    series = [{"name": str(c), "values": [_num(v) for v in (mean[baseline] / mean[c]).to_numpy()]} for c in others]
+    return Chart(
+        {
+            "kind": "bar",
+            "title": f"speedup over {baseline}",
+            "categories": [str(d) for d in mean.index],
+            "series": series,
+            "y_label": f"speedup over {baseline} (×)",
+            "reference": 1.0,
+        }
+    )
 
 
-def normalized_vs_param(df: pd.DataFrame, param: str, metric: str = "completion_s", by: str = "domain", ax=None):
+def normalized_vs_param(df: pd.DataFrame, param: str, metric: str = "completion_s", by: str = "domain") -> Chart:
     """Lines, one per ``by`` value: mean ``metric`` against ``param`` (e.g. a timeslice), normalised to the first."""
-    ax = _ax(ax)
     mean = df.groupby([by, param])[metric].mean().unstack(param)
+    series = []
     for key, row in mean.iterrows():
-        ax.plot(list(row.index), (row / row.iloc[0]).to_numpy(), marker="o", label=str(key))
-    ax.set_xlabel(param)
-    ax.set_ylabel(f"normalised {metric}")
-    ax.legend(fontsize="small")
-    return ax
+        norm = (row / row.iloc[0]).to_numpy()
+        series.append({"name": str(key), "points": [[_num(x), _num(y)] for x, y in zip(row.index, norm)]})
+    return Chart(
+        {
+            "kind": "line",
+            "title": f"normalised {metric} against {param}",
+            "series": series,
+            "style": "lines",
+            "x_label": param,
+            "y_label": f"normalised {metric}",
+        }
+    )
 
 
-def time_series(series: pd.DataFrame, column: str = "active_avg", seed: int | None = None, ax=None):
-    """Lines, one per domain: a `SimResult.series` column over time (active vCPUs, fast share, migrations)."""
-    ax = _ax(ax)
+def time_series(series: pd.DataFrame, column: str = "active_avg", seed: int | None = None) -> Chart:
+    """Steps, one per domain: a `SimResult.series` column over time (active vCPUs, fast share, migrations)."""
     if column not in series.columns:
         raise ValueError(f"no column {column!r}; have {list(series.columns)}")
     s = series if seed is None else series[series["seed"] == seed]
     if seed is None and "seed" in s.columns and len(s):
         s = s[s["seed"] == s["seed"].iloc[0]]
-    for dom, g in s.groupby("domain", sort=False):
-        ax.plot(g["t_s"].to_numpy(), g[column].to_numpy(), label=str(dom))
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel(column)
-    ax.legend(fontsize="small")
-    return ax
+    lines = [
+        {"name": str(dom), "points": [[_num(t), _num(v)] for t, v in zip(g["t_s"], g[column])]}
+        for dom, g in s.groupby("domain", sort=False)
+    ]
+    return Chart(
+        {
+            "kind": "line",
+            "title": column,
+            "series": lines,
+            "style": "steps",
+            "x_label": "time (s)",
+            "y_label": column,
+            "y_from_zero": True,
+        }
+    )
 
 
-def cdf(values: Iterable[float] | pd.Series, label: str | None = None, ax=None):
-    """Empirical CDF of ``values`` (one step line)."""
-    ax = _ax(ax)
+def cdf(values: Iterable[float] | pd.Series, label: str = "values") -> Chart:
+    """Empirical CDF of ``values`` (one step line: the fraction of values ≤ x)."""
     v = np.sort(np.asarray(list(values), dtype=float))
     if len(v) == 0:
         raise ValueError("cdf of no values")
-    ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", label=label)
-    ax.set_ylabel("fraction ≤ x")
-    ax.set_ylim(0, 1.02)
-    if label:
-        ax.legend(fontsize="small")
-    return ax
+    pts = [[float(x), (i + 1) / len(v)] for i, x in enumerate(v)]
+    return Chart(
+        {
+            "kind": "line",
+            "title": f"CDF of {label}",
+            "series": [{"name": label, "points": pts}],
+            "style": "steps",
+            "x_label": label,
+            "y_label": "fraction ≤ x",
+            "y_from_zero": True,
+        }
+    )
 
 
-def points_vs_power(
-    df: pd.DataFrame, power: str, metric: str = "completion_s", by: str | None = None, ax=None
-) -> object:
-    """Scatter of ``metric`` against a machine's compute power column (e.g. Σ speeds), one colour per ``by``."""
-    ax = _ax(ax)
-    groups: Sequence = [(None, df)] if by is None else list(df.groupby(by, sort=False))
-    for key, g in groups:
-        ax.scatter(g[power].to_numpy(), g[metric].to_numpy(), label=None if key is None else str(key))
-    ax.set_xlabel(power)
-    ax.set_ylabel(metric)
-    if by is not None:
-        ax.legend(fontsize="small")
-    return ax
+def points_vs_power(df: pd.DataFrame, power: str, metric: str = "completion_s", by: str | None = None) -> Chart:
+    """Every row as a point: ``metric`` against a machine's compute power column (e.g. Σ speeds), one series per
+    ``by`` value (markers of different series at the same x are set side by side)."""
+    groups = [(metric, df)] if by is None else list(df.groupby(by, sort=False))
+    series = [
+        {"name": str(key), "points": [[_num(x), _num(y)] for x, y in zip(g[power], g[metric])]} for key, g in groups
+    ]
+    return Chart(
+        {
+            "kind": "line",
+            "title": f"{metric} against {power}",
+            "series": series,
+            "style": "points",
+            "x_label": power,
+            "y_label": metric,
+        }
+    )

@@ -4,7 +4,9 @@
 //! the simulator's `ampsched.sim/1` JSON (and Perfetto trace bytes) out.
 //! Policy parameters cross as JSON text and become `Params`; every Rust error
 //! becomes an `AmpschedError` (a `ValueError`) in one place, `to_py`. The
-//! DataFrames, sweeps and plots are Python (`python/ampsched`).
+//! DataFrames and sweeps are Python (`python/ampsched`); `ampsched.plots` turns
+//! DataFrames into chart specs that cross as JSON and are drawn by the reports'
+//! renderer (`ampsched-charts`), so figures have one plotting path.
 
 use ampsched_model::spec::{Params, PolicySpec};
 use ampsched_policy::{DISPATCHERS, PLACERS};
@@ -140,12 +142,31 @@ fn models_json() -> String {
     serde_json::Value::Array(out).to_string()
 }
 
+/// A chart spec (`ampsched_charts::Chart` as JSON, built by `ampsched.plots`).
+fn chart(spec_json: &str) -> PyResult<ampsched_charts::Chart> {
+    serde_json::from_str(spec_json).map_err(|e| to_py(format!("chart spec: {e}")))
+}
+
+/// Draw a chart spec (JSON) as SVG with the reports' renderer (`ampsched-charts`).
+#[pyfunction]
+fn chart_svg(spec_json: &str) -> PyResult<String> {
+    chart(spec_json)?.try_svg().map_err(|e| to_py(format!("chart: {e}")))
+}
+
+/// The caption sentence saying how to read a chart spec (JSON).
+#[pyfunction]
+fn chart_reading(spec_json: &str) -> PyResult<String> {
+    Ok(chart(spec_json)?.reading())
+}
+
 /// The native module.
 #[pymodule]
 fn _ampsched(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(policies_json, m)?)?;
     m.add_function(wrap_pyfunction!(models_json, m)?)?;
+    m.add_function(wrap_pyfunction!(chart_svg, m)?)?;
+    m.add_function(wrap_pyfunction!(chart_reading, m)?)?;
     m.add("AmpschedError", m.py().get_type::<AmpschedError>())?;
     m.add("SCHEMA", SCHEMA)?;
     Ok(())
