@@ -1289,32 +1289,38 @@ pub fn to_json(out: &Outcome) -> String {
 /// A self-contained HTML page with the side-by-side figure (real vs sim per configuration).
 pub fn to_html(out: &Outcome) -> String {
     let sum = summary(&out.rows);
-    let max = sum.iter().flat_map(|x| [x.2, x.3]).filter(|x| x.is_finite()).fold(0.0, f64::max).max(1e-9);
-    let bar_h = 18.0;
-    let h = (sum.len() as f64) * (2.0 * bar_h + 12.0) + 40.0;
-    let mut svg = format!(
-        "<svg xmlns='http://www.w3.org/2000/svg' width='900' height='{h:.0}' font-family='sans-serif' font-size='12'>"
-    );
-    for (i, (w, c, r, m, d)) in sum.iter().enumerate() {
-        let y = 20.0 + i as f64 * (2.0 * bar_h + 12.0);
-        let wr = if r.is_finite() { 500.0 * r / max } else { 0.0 };
-        let wm = if m.is_finite() { 500.0 * m / max } else { 0.0 };
-        let _ = write!(
-            svg,
-            "<text x='0' y='{:.0}'>{w} {c}</text><rect x='300' y='{y:.0}' width='{wr:.1}' height='{bar_h}' fill='#4477aa'/><text x='{:.0}' y='{:.0}'>real {r:.3} s</text><rect x='300' y='{:.0}' width='{wm:.1}' height='{bar_h}' fill='#ee6677'/><text x='{:.0}' y='{:.0}'>sim {m:.3} s ({d:+.1} %)</text>",
-            y + bar_h,
-            305.0 + wr,
-            y + 13.0,
-            y + bar_h,
-            305.0 + wm,
-            y + bar_h + 13.0
-        );
-    }
-    svg.push_str("</svg>");
+    let num = |x: f64| if x.is_finite() { x } else { 0.0 };
+    // The project's one plotting path (ampsched-charts, plotters' SVG backend).
+    let chart = ampsched_charts::Chart::Bar(ampsched_charts::BarChart {
+        title: "Completion time: real vs simulated (linux dispatcher)".into(),
+        categories: sum.iter().map(|(w, c, ..)| format!("{} {c}", w.trim_end_matches(".json"))).collect(),
+        series: vec![
+            ampsched_charts::BarSeries {
+                name: "real".into(),
+                values: sum.iter().map(|x| num(x.2)).collect(),
+                err: None,
+            },
+            ampsched_charts::BarSeries {
+                name: "simulated".into(),
+                values: sum.iter().map(|x| num(x.3)).collect(),
+                err: None,
+            },
+        ],
+        stacked: false,
+        y_label: "completion time (s)".into(),
+        reference: None,
+    });
     format!(
-        "<!doctype html><meta charset='utf-8'><title>ampsched validate</title><h1>ampsched validate</h1><p>Completion time, real (blue) vs simulated with the linux dispatcher (red).{}</p>{svg}<pre>{}</pre>",
-        if out.partial { " PARTIAL." } else { "" },
-        report(out).replace('&', "&amp;").replace('<', "&lt;")
+        "<!doctype html><meta charset='utf-8'><meta name='viewport' content='width=device-width'><title>ampsched validate</title>\
+         <style>body{{font-family:sans-serif;max-width:60em;margin:auto;padding:0 1em}}figure{{margin:0}}svg{{max-width:100%;height:auto}}\
+         pre{{overflow-x:auto}}</style><h1>ampsched validate</h1>{}<figure>{}<figcaption>How to read: for each workload and \
+         configuration (default Linux, or a placer under the agent), the median completion time of the real runs beside the \
+         median of the simulated ones; the closer each pair, the better the simulator predicts this machine. The table \
+         below gives the divergence in % and whether each placer's effect has the same sign in both.</figcaption></figure>\
+         <pre>{}</pre>",
+        if out.partial { "<p><b>PARTIAL</b>: interrupted; only the runs that finished are shown.</p>" } else { "" },
+        chart.to_svg_inline(),
+        ampsched_charts::esc(&report(out))
     )
 }
 
@@ -1327,6 +1333,34 @@ mod tests {
         assert_eq!(Slow::parse("1:5000/10000").unwrap(), Slow { cpu: 1, spin_us: 5000, period_us: 10000 });
         assert!(Slow::parse("1:5000").unwrap_err().contains("CPU:SPIN_US/PERIOD_US"));
         assert!(Slow::parse("1:10000/10000").unwrap_err().contains("[1, PERIOD_US − 1]"));
+    }
+
+    #[test]
+    fn the_html_page_draws_real_beside_simulated_with_the_shared_charts_and_escapes_the_table() {
+        let row = |c: &str, src: &str, rep: u32, s: f64| Row {
+            completion_s: s,
+            ..Row::new("w<1>.json", c, src, rep, vec![])
+        };
+        let out = Outcome {
+            rows: vec![row("default", "real", 0, 1.0), row("default", "sim", 0, 1.25), row("aash", "real", 0, 2.0)],
+            partial: true,
+            calibration_ns: None,
+            speed: None,
+            unit_ns: None,
+            placer_params: BTreeMap::new(),
+        };
+        let html = to_html(&out);
+        // One figure from ampsched-charts (plotters' SVG backend, scaled by CSS: no fixed width).
+        assert_eq!(html.matches("<svg").count(), 1, "{html}");
+        assert!(html.contains("<svg viewBox="), "inline chart without a fixed size");
+        for text in ["real", "simulated", "completion time (s)", "How to read", "PARTIAL"] {
+            assert!(html.contains(text), "missing {text:?}");
+        }
+        // The workload's name is escaped in the chart's labels and in the table.
+        assert!(!html.contains("w<1>") && html.contains("w&lt;1&gt;"));
+        // A configuration with no simulated run draws a zero-height bar, not NaN.
+        let svg = &html[html.find("<svg").unwrap()..html.find("</svg>").unwrap()];
+        assert!(!svg.contains("NaN"), "{svg}");
     }
 
     #[test]
