@@ -483,6 +483,7 @@ impl Agent {
         }
         self.stats.elapsed = signals::monotonic().saturating_sub(start);
         self.stats.process_cpu = signals::process_cpu().saturating_sub(cpu0);
+        self.ex.trace_final(self.stats.changes);
         let failures = self.restore_all();
         let flushed = self.ex.flush();
         if result.is_ok() {

@@ -153,6 +153,14 @@ impl Export {
         }
     }
 
+    /// Record the final change count in the trace, so its counter ends at the
+    /// agent's own count (changes between the last period and the exit included).
+    pub fn trace_final(&mut self, changes_total: u64) {
+        if let Some(tr) = self.trace.as_mut() {
+            tr.changes(boottime_ns(), changes_total);
+        }
+    }
+
     /// Flush the log, the recording and the trace.
     pub fn flush(&mut self) -> Result<(), AgentError> {
         if let Some(w) = self.log.as_mut() {

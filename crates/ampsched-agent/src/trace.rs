@@ -203,6 +203,12 @@ impl AgentTrace {
         Ok(())
     }
 
+    /// The agent's change count at `ts` (at exit: changes made after the last
+    /// period, e.g. a reaction to an idle fast CPU, count too).
+    pub fn changes(&mut self, ts: u64, total: u64) {
+        self.w.counter(ts, self.changes_track, total as f64);
+    }
+
     /// Append what is recorded so far to the file.
     pub fn flush(&mut self) -> Result<(), AgentError> {
         let bytes = self.w.drain();

@@ -672,7 +672,13 @@ fn a_qemu_guest_aware_vcpu0_runs_on_the_fast_cpu_found_by_qmp_and_by_names() {
     eprintln!("vCPU 0 on CPU 0 in {on0} of {n} samples");
     assert!(n > 100, "only {n} samples");
     let log = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(on0 as f64 / n as f64 >= 0.9, "vCPU 0 on CPU 0 in only {on0} of {n} samples; decisions:\n{log}");
+    // The aware guest's vCPU 0 is mapped to the fast CPU: it runs there in most samples (Linux
+    // alone would give it about half). Not all: when its thread idles, CPU 0 is lent to vCPU 1
+    // (scheduler events, issue 15 D2) and both masks widen until the next period, so Linux may
+    // place vCPU 0 on CPU 1 for a while (≈ 80 % on CPU 0 on a quiet machine with events, ≈ 95 %
+    // without them): how much is a figure, not a bound (that the agent gave it CPU 0 alone is
+    // checked above).
+    assert!(on0 as f64 / n as f64 > 0.6, "vCPU 0 on CPU 0 in only {on0} of {n} samples; decisions:\n{log}");
     assert_eq!(get_affinity(vcpu0).unwrap(), orig, "vCPU 0 not restored");
     assert!(!state.exists());
     // The trace names the VM's vCPU threads `<target>/v<cpu-index>` under QEMU's pid, and
