@@ -23,26 +23,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${1:-5}"
-TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
-echo "== building (release)"
-cargo build -q --release -p ampsched-cli -p ampsched-agent
-A="$TARGET/release/ampsched"; W="$TARGET/release/ampsched-workload"; H="$TARGET/release/ampsched-hog"
-TMP="$(mktemp -d)"
-HOG=""
-cleanup() {
-  if [ -n "$HOG" ]; then kill -KILL "$HOG" 2>/dev/null || true; wait "$HOG" 2>/dev/null || true; fi
-  rm -rf "$TMP"
-}
-trap cleanup EXIT INT TERM
-load() { echo "    (load average: $(cut -d' ' -f1-3 /proc/loadavg))"; }
+. scripts/bench-agent-common.sh   # build, hog on CPU 1, cleanup, load
 j() { python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print($2)" "$1"; }
 stats() { python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(f'median {statistics.median(v):.3f} (min {min(v):.3f}, max {max(v):.3f})')" "$@"; }
-
-"$H" --cpu 1 --spin-ms 5 --sleep-ms 5 --secs 1800 >/dev/null &
-HOG=$!
-sleep 0.3
-kill -0 "$HOG" || { echo "the hog did not start (root needed)"; exit 1; }
-echo "hog pid $HOG on CPU 1 (SCHED_FIFO, 5 ms spin / 5 ms sleep)"
 
 load
 echo "(1) fair sharing: two spinners, 3 s, aash, CPU 0 fast"

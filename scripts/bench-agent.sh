@@ -48,23 +48,7 @@ if [ "${1:-}" = "--suite" ]; then
 fi
 RUNS="${1:-5}"
 CASES="${2:-abcdesr}"
-TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
-echo "== building (release)"
-cargo build -q --release -p ampsched-cli -p ampsched-agent
-BIN="$TARGET/release"
-A="$BIN/ampsched"; W="$BIN/ampsched-workload"; H="$BIN/ampsched-hog"
-TMP="$(mktemp -d)"
-HOG=""
-cleanup() {
-  if [ -n "$HOG" ]; then kill -KILL "$HOG" 2>/dev/null || true; wait "$HOG" 2>/dev/null || true; fi
-  rm -rf "$TMP"
-}
-trap cleanup EXIT INT TERM
-"$H" --cpu 1 --spin-ms 5 --sleep-ms 5 --secs 1800 >/dev/null &
-HOG=$!
-sleep 0.3
-kill -0 "$HOG" || { echo "the hog did not start (root needed)"; exit 1; }
-echo "hog pid $HOG on CPU 1 (SCHED_FIFO, 5 ms spin / 5 ms sleep); machine load: $(cut -d' ' -f1-3 /proc/loadavg)"
+. scripts/bench-agent-common.sh   # build, hog on CPU 1, cleanup, load
 
 j() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read())$2)" "$1"; }
 median() { python3 -c "import sys,statistics; v=[float(x) for x in sys.argv[1:]]; print(f'{statistics.median(v):.4f}')" "$@"; }
@@ -88,7 +72,6 @@ phased() { # $1 = block|spin|barrier-spin, $2 = default|agent, $3 = out
   if [ "$2" = agent ]; then agent -- "${cmd[@]}"; else "${cmd[@]}"; fi
 }
 
-load() { echo "    (load average: $(cut -d' ' -f1-3 /proc/loadavg))"; }
 for wait in block spin barrier-spin; do
   case $wait in
     block) label="(a) blocking phased"; case_id=a;;
