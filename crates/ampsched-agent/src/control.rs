@@ -8,10 +8,10 @@
 //! - decide ([`crate::decide`]): the placer through the shared placer bridge
 //!   (`ampsched_policy::placer_bridge`, the simulator runs the same) →
 //!   effective masks;
-//! - cooperate ([`crate::cooperate`]): those masks only while managed
+//! - cooperate ([`ampsched_policy::gate::cooperate`]): those masks only while managed
 //!   threads contend for the fast CPUs, else every narrowed thread widened
 //!   back to its own mask (Linux places a lone thread well by itself);
-//! - back-off ([`crate::backoff`]): each group's progress measured in short
+//! - back-off ([`ampsched_policy::gate::backoff`]): each group's progress measured in short
 //!   hands-off windows interleaved with managed ones; a group whose placement
 //!   does worse than the kernel alone is left to the kernel (probed again);
 //! - apply ([`crate::apply`]): `sched_setaffinity`, with the state file of
@@ -28,12 +28,8 @@
 
 use crate::actuate::{Actuator, DryRun, LinuxActuator, Remembering};
 use crate::apply::Applier;
-use crate::backoff::{group_work, hands_off_filter, Backoff, BackoffParams};
 use crate::clock::Clock;
 use crate::config::{Target, TargetKind};
-use crate::cooperate::{
-    cooperate, fast_set, kept_from_fast, on_idle_fast_cpu, order_changes, spread_stacked, Confined, Load,
-};
 use crate::decide::Decider;
 use crate::discovery::Discovered;
 use crate::events::{EventSource, IdleSwitch};
@@ -49,6 +45,10 @@ use crate::trace::AgentTrace;
 use crate::AgentError;
 use ampsched_model::spec::PolicySpec;
 use ampsched_model::Nanos;
+use ampsched_policy::gate::backoff::{group_work, hands_off_filter, Backoff, BackoffParams};
+use ampsched_policy::gate::cooperate::{
+    cooperate, fast_set, kept_from_fast, on_idle_fast_cpu, order_changes, spread_stacked, Confined, Load,
+};
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -325,7 +325,7 @@ impl Agent {
     }
 
     /// Do no harm: account the period to each group's mode, take the verdicts due, and leave
-    /// the groups that are hands-off now to the kernel (`crate::backoff`).
+    /// the groups that are hands-off now to the kernel (`ampsched_policy::gate::backoff`).
     fn back_off(&mut self, snap: &ampsched_policy::Snapshot) {
         group_work(&self.d.topo, snap, &mut self.gwork, &mut self.gactive);
         for t in self.backoff.end_period(snap.period.0, &self.gwork, &self.gactive) {

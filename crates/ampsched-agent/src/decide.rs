@@ -174,7 +174,7 @@ mod tests {
         // Ordered: B's move to fast CPU 0 first, wherever the agent runs; a stack after it is
         // on the fast CPU.
         for me in [Some(CpuId(1)), Some(CpuId(0)), None] {
-            crate::cooperate::order_changes(&topo, me, &mut swap);
+            ampsched_policy::gate::cooperate::order_changes(&topo, me, &mut swap);
             assert_eq!(swap.iter().map(|c| c.task.0).collect::<Vec<_>>(), vec![1, 0], "agent on {me:?}");
             assert_eq!(stacks(&start, &swap), vec![Some(0), None]);
         }
@@ -183,7 +183,7 @@ mod tests {
             AffinityChange { task: ampsched_model::TaskId(0), mask: CpuSet::from_cpus([CpuId(0), CpuId(1)]) },
             AffinityChange { task: ampsched_model::TaskId(1), mask: one(0) },
         ];
-        crate::cooperate::order_changes(&topo, Some(CpuId(1)), &mut two);
+        ampsched_policy::gate::cooperate::order_changes(&topo, Some(CpuId(1)), &mut two);
         assert_eq!(two.iter().map(|c| c.task.0).collect::<Vec<_>>(), vec![1, 0]);
     }
 }

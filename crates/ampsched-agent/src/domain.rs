@@ -33,7 +33,7 @@ pub struct Domain {
     pub(crate) changes: u64,
     pub(crate) active: usize,
     pub(crate) threads: usize,
-    /// Left to the kernel in the period now starting (`crate::backoff`).
+    /// Left to the kernel in the period now starting (`ampsched_policy::gate::backoff`).
     pub(crate) hands_off: bool,
     /// Backed off: its placement measured worse than the kernel's alone.
     pub(crate) backed_off: bool,

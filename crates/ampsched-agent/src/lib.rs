@@ -21,9 +21,9 @@
 //! - [`trace`]: a Perfetto trace of the decisions (`--trace`);
 //! - the loop's parts: [`clock`], [`inventory`] (what is managed),
 //!   [`observe`] (samples → the placer's snapshot), [`decide`] (the shared
-//!   placer bridge), [`cooperate`] (the placer's masks only under contention for
-//!   the fast CPUs), [`backoff`] (groups left to the kernel where the agent's
-//!   placement measures worse), [`apply`] (affinities and their restore), [`export`]
+//!   placer bridge), the gate ([`ampsched_policy::gate`]: the placer's masks only
+//!   under contention for the fast CPUs, groups left to the kernel where the
+//!   agent's placement measures worse), [`apply`] (affinities and their restore), [`export`]
 //!   (log, metrics, trace, sample recording);
 //! - [`control`]: the loop calling them.
 
@@ -31,11 +31,9 @@
 
 pub mod actuate;
 pub mod apply;
-pub mod backoff;
 pub mod clock;
 pub mod config;
 pub mod control;
-pub mod cooperate;
 pub mod decide;
 pub mod discovery;
 pub mod domain;

@@ -18,7 +18,7 @@
 //!   mask, so a period in which the fast CPU changed hands can read a few %
 //!   above 1 or below), its active threads and `hands-off` (0 = the agent's
 //!   placement in force, 1 = left to the kernel: a probe window, 2 = backed
-//!   off, see `crate::backoff`); per managed thread the fast share of
+//!   off, see `ampsched_policy::gate::backoff`); per managed thread the fast share of
 //!   the affinity mask the agent gave it (`mask fast`: 1 = fast CPUs only,
 //!   0 = slow CPUs only; a step at every decision); the agent's cumulative
 //!   affinity changes (`agent.affinity_changes`).

@@ -21,6 +21,7 @@ pub mod dispatcher;
 pub mod fair;
 pub mod fastfirst;
 pub mod fastqueue;
+pub mod gate;
 pub mod linux;
 pub mod noop;
 pub mod params;

@@ -16,7 +16,7 @@
 //! then.
 //!
 //! The rule, each period (and, with scheduler events, the moment a fast CPU
-//! goes idle — see `crate::events`):
+//! goes idle — the agent's `events` module in ampsched-agent):
 //! - **contention** = more managed threads runnable (that may use a fast
 //!   CPU) than there are fast CPUs, *and* no fast CPU was idle for at least
 //!   `period / IDLE_DIV` of the period ([`Load::contended`]);
@@ -32,8 +32,8 @@
 //! narrow only during contention and widen in the period it ends (within
 //! ~1 ms of a fast CPU going idle when the event source is attached).
 
+use crate::{AffinityChange, Snapshot, TaskSample};
 use ampsched_model::{CpuId, CpuSet, Nanos, TaskId, Topology};
-use ampsched_policy::{AffinityChange, Snapshot, TaskSample};
 
 /// A fast CPU idle for at least `period / IDLE_DIV` (3.75 ms of 30 ms) in a period was idle:
 /// there was no contention for it. (`/proc/stat` counts in 10 ms ticks, so one idle tick
@@ -197,8 +197,8 @@ pub fn on_idle_fast_cpu(cpu: CpuId, threads: &[Confined], out: &mut Vec<Affinity
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{CpuSample, TaskState};
     use ampsched_model::DomainId;
-    use ampsched_policy::{CpuSample, TaskState};
 
     fn ids(v: &[u32]) -> CpuSet {
         CpuSet::from_cpus(v.iter().map(|c| CpuId(*c)))

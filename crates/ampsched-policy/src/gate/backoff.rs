@@ -2,7 +2,7 @@
 //! managed group's progress under its own placement and under the kernel's
 //! alone, and leaves a group to the kernel where its placement does worse.
 //!
-//! Why measure: [`crate::cooperate`] keeps the agent's masks out of the way
+//! Why measure: [`super::cooperate`] keeps the agent's masks out of the way
 //! whenever nobody contends for the fast CPUs, but under contention the
 //! placer's rule is put in force on the belief that it helps. On a
 //! program whose phases are shorter than the period that belief can be
@@ -51,8 +51,8 @@
 //! The logic here is pure (figures in, modes and verdicts out), tested on
 //! worked examples; the control loop feeds it each period's snapshot.
 
+use crate::{AffinityChange, Snapshot, TaskSample};
 use ampsched_model::Topology;
-use ampsched_policy::{AffinityChange, Snapshot, TaskSample};
 use std::collections::VecDeque;
 
 /// Parameters of the measurement (defaults: see [`BackoffParams::default`]).
@@ -321,8 +321,8 @@ pub fn hands_off_filter(tasks: &[TaskSample], hands_off: &dyn Fn(usize) -> bool,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{CpuSample, TaskState};
     use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, TaskId};
-    use ampsched_policy::{CpuSample, TaskState};
 
     /// Small windows for the examples: policy 4 periods, probe 2, 1 settling, no stretch
     /// beyond ×2, 3 windows kept, verdict from 2.
