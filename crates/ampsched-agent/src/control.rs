@@ -32,7 +32,7 @@ use crate::clock::Clock;
 use crate::config::{Target, TargetKind};
 use crate::decide::Decider;
 use crate::discovery::Discovered;
-use crate::events::{EventSource, IdleSwitch};
+use crate::events::{EventSource, IdleSwitch, PendingFormat};
 use crate::export::{Export, MetricsView};
 use crate::inventory::Inventory;
 pub use crate::loopstats::LoopStats;
@@ -138,6 +138,8 @@ pub struct Agent {
     events: Option<EventSource>,
     /// Whether opening the events was tried (they are opened when first wanted).
     events_tried: bool,
+    /// `sched_switch`'s format being read off the loop (the events open when it is in).
+    events_pending: Option<PendingFormat>,
     idle: Vec<IdleSwitch>,
     /// When the last change was applied (monotonic ns): idle switches before it may be the
     /// agent's own migrations and are not reacted to.
@@ -258,6 +260,7 @@ impl Agent {
             stats: LoopStats::default(),
             events: None,
             events_tried: false,
+            events_pending: None,
             idle: Vec::new(),
             applied_at_ns: 0,
             backoff: Backoff::new(BackoffParams::default()),
@@ -271,14 +274,23 @@ impl Agent {
         self.ex.metrics.as_ref().map(|m| m.local_addr())
     }
 
-    /// Attach the idle-switch events of the fast CPUs, or say once why the agent stays periodic.
-    fn open_events(&mut self) {
-        let fast: Vec<u32> =
-            fast_set(&self.d.topo).iter().filter_map(|c| self.d.linux_ids.get(c.idx()).copied()).collect();
+    /// Start attaching the idle-switch events of the fast CPUs: their format is read off the
+    /// loop ([`PendingFormat`]); [`Agent::open_events`] attaches them once it is in.
+    fn start_events(&mut self) {
+        let fast = fast_set(&self.d.topo);
         if fast.is_empty() || fast.len() == self.d.topo.ncpus() {
             return;
         }
-        match crate::events::open(&fast, signals::gettid()) {
+        self.events_pending = Some(PendingFormat::start());
+    }
+
+    /// Attach the events once their format is in, or say once why the agent stays periodic.
+    fn open_events(&mut self) {
+        let Some(format) = self.events_pending.as_ref().and_then(|p| p.poll()) else { return };
+        self.events_pending = None;
+        let fast: Vec<u32> =
+            fast_set(&self.d.topo).iter().filter_map(|c| self.d.linux_ids.get(c.idx()).copied()).collect();
+        match crate::events::open(&fast, signals::gettid(), format) {
             Ok(ev) => {
                 self.ex.log(serde_json::json!({"event": "events", "source": "sched_switch", "cpus": fast}));
                 self.events = Some(ev);
@@ -401,6 +413,9 @@ impl Agent {
         let want = self.inv.threads.values().any(|t| kept_from_fast(&fast, &t.cur, &d.from_linux(&t.original)));
         if want && !self.events_tried {
             self.events_tried = true;
+            self.start_events();
+        }
+        if self.events_pending.is_some() {
             self.open_events();
         }
         let Some(ev) = self.events.as_mut() else { return };
@@ -485,6 +500,9 @@ impl Agent {
         self.stats.process_cpu = signals::process_cpu().saturating_sub(cpu0);
         self.ex.trace_final(self.stats.changes);
         let failures = self.restore_all();
+        if let Some(ev) = self.events.take() {
+            ev.close_detached();
+        }
         let flushed = self.ex.flush();
         if result.is_ok() {
             result = flushed;

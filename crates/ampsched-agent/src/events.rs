@@ -38,8 +38,11 @@
 //! its periodic loop and says why once ([`open`]'s error names the
 //! capability). Nothing stays attached: the events live only as the agent's
 //! file descriptors and mappings, which the kernel tears down on every exit
-//! path, `kill -9` included; tracefs itself (its `enable` files, its ring)
-//! is never written, and the private mount never outlives its thread.
+//! path, `kill -9` included (on a clean exit, disabled, in a child that holds
+//! them until the agent has exited: [`EventSource::close_detached`]);
+//! tracefs itself (its `enable` files, its ring) is never written, and the
+//! private mount never outlives its thread. The format is read off the
+//! control loop ([`PendingFormat`]).
 
 use crate::runclock::{perf_event_open, PerfEventAttr};
 use std::io;
@@ -195,85 +198,139 @@ fn tracefs_format(root: &Path) -> io::Result<(u64, String)> {
     Ok((id, std::fs::read_to_string(dir.join("format"))?))
 }
 
-/// `sched_switch`'s event id and format from a tracefs mounted on `TRACEFS[0]` in a private
-/// mount namespace of a thread of its own (see the module notes); the host's mount table is
-/// never changed. The error names the system call that failed and what it needs.
-pub fn private_tracefs_format() -> Result<(u64, String), String> {
-    fn in_private_namespace() -> Result<(u64, String), String> {
-        let os = |what: &str| {
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EPERM | libc::EACCES) => format!("{what}: {e}: needs CAP_SYS_ADMIN"),
-                _ => format!("{what}: {e}"),
-            }
-        };
-        let target = std::ffi::CString::new(TRACEFS[0]).unwrap();
-        // SAFETY: unshare/mount/umount2 with valid NUL-terminated strings (or null where the
-        // kernel allows it); they change only this thread's mount namespace.
-        unsafe {
-            if libc::unshare(libc::CLONE_NEWNS) != 0 {
-                return Err(os("unshare(CLONE_NEWNS)"));
-            }
-            let root = c"/";
-            if libc::mount(
-                std::ptr::null(),
-                root.as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            ) != 0
-            {
-                return Err(os("mount(/, MS_REC | MS_PRIVATE)"));
-            }
-            let fs = c"tracefs";
-            let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-            if libc::mount(fs.as_ptr(), target.as_ptr(), fs.as_ptr(), flags, std::ptr::null()) != 0 {
-                return Err(os(&format!("mount(tracefs, {})", TRACEFS[0])));
-            }
+/// The event id and format of `sched_switch`, or why they could not be read.
+pub type Format = Result<(u64, String), String>;
+
+/// Read `sched_switch`'s format from a tracefs mounted on `TRACEFS[0]` in a private mount
+/// namespace of the calling thread, which must be a thread of its own (see the module notes):
+/// `unshare` changes the thread's namespace for good. The result goes to `send` as soon as it
+/// is read; the unmount comes after, and the namespace goes when the thread exits. The error
+/// names the system call that failed and what it needs.
+fn read_in_private_namespace(send: &dyn Fn(Format)) {
+    let os = |what: &str| {
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EPERM | libc::EACCES) => format!("{what}: {e}: needs CAP_SYS_ADMIN"),
+            _ => format!("{what}: {e}"),
         }
-        let r =
-            tracefs_format(Path::new(TRACEFS[0])).map_err(|e| format!("{}/events/sched/sched_switch: {e}", TRACEFS[0]));
-        // SAFETY: as above; the namespace (and so the mount) also goes when the thread exits.
-        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
-        r
+    };
+    let target = std::ffi::CString::new(TRACEFS[0]).unwrap();
+    // SAFETY: unshare/mount/umount2 with valid NUL-terminated strings (or null where the
+    // kernel allows it); they change only this thread's mount namespace.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return send(Err(os("unshare(CLONE_NEWNS)")));
+        }
+        let root = c"/";
+        if libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
+            return send(Err(os("mount(/, MS_REC | MS_PRIVATE)")));
+        }
+        let fs = c"tracefs";
+        let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        if libc::mount(fs.as_ptr(), target.as_ptr(), fs.as_ptr(), flags, std::ptr::null()) != 0 {
+            return send(Err(os(&format!("mount(tracefs, {})", TRACEFS[0]))));
+        }
     }
+    send(tracefs_format(Path::new(TRACEFS[0])).map_err(|e| format!("{}/events/sched/sched_switch: {e}", TRACEFS[0])));
+    // SAFETY: as above; the namespace (and so the mount) also goes when the thread exits.
+    unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+}
+
+/// `sched_switch`'s event id and format from a tracefs mounted on `TRACEFS[0]` in a private
+/// mount namespace of a thread of its own (see the module notes), waiting for that thread to
+/// end; the host's mount table is never changed.
+pub fn private_tracefs_format() -> Format {
     std::thread::Builder::new()
         .name("ampsched-tracefs".into())
-        .spawn(in_private_namespace)
+        .spawn(|| {
+            let out = std::cell::RefCell::new(None);
+            read_in_private_namespace(&|f| *out.borrow_mut() = Some(f));
+            out.into_inner().unwrap_or_else(|| Err("the private tracefs reader sent nothing".into()))
+        })
         .map_err(|e| format!("thread for the private tracefs mount: {e}"))?
         .join()
         .map_err(|_| "the private tracefs reader panicked".to_string())?
 }
 
-/// `sched_switch`'s event id and format: from a mounted tracefs, else from a private mount.
-fn sched_switch_format() -> Result<(u64, String), String> {
+/// `sched_switch`'s event id and format: from a mounted tracefs, else from a private mount
+/// made by the calling thread (a thread of its own), sent to `send`.
+fn sched_switch_format(send: &dyn Fn(Format)) {
     let mut why = Vec::new();
     for root in TRACEFS {
         match tracefs_format(Path::new(root)) {
-            Ok(f) => return Ok(f),
+            Ok(f) => return send(Ok(f)),
             Err(e) => why.push(format!("{root}/events/sched/sched_switch: {e}")),
         }
     }
-    private_tracefs_format().map_err(|e| {
-        format!(
-            "tracefs not readable ({}) and not mountable privately ({e}): run as root, or with CAP_SYS_ADMIN, \
-             or mount tracefs on {}",
-            why.join("; "),
-            TRACEFS[0]
-        )
-    })
+    read_in_private_namespace(&|f| {
+        send(f.map_err(|e| {
+            format!(
+                "tracefs not readable ({}) and not mountable privately ({e}): run as root, or with CAP_SYS_ADMIN, \
+                 or mount tracefs on {}",
+                why.join("; "),
+                TRACEFS[0]
+            )
+        }))
+    });
+}
+
+/// `sched_switch`'s format being read by a thread of its own, off the control loop.
+///
+/// Why: the private mount, and above all the end of its namespace when the thread exits
+/// (`put_mnt_ns` → the unmount waits for an RCU grace period), took 22-31 ms here, and up to
+/// 290 ms at load 9: a loop that waited for it (it did, joining the thread) left the masks of
+/// a contended period in force that long. The loop asks [`PendingFormat::poll`] each period
+/// and stays periodic until the answer is in; the reader is never joined.
+pub struct PendingFormat(std::sync::mpsc::Receiver<Format>);
+
+impl PendingFormat {
+    /// Start reading.
+    pub fn start() -> PendingFormat {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new().name("ampsched-tracefs".into()).spawn({
+            let tx = tx.clone();
+            move || sched_switch_format(&|f| drop(tx.send(f)))
+        });
+        if let Err(e) = spawned {
+            let _ = tx.send(Err(format!("thread for the tracefs reader: {e}")));
+        }
+        PendingFormat(rx)
+    }
+
+    /// The format once read (`None`: not yet).
+    pub fn poll(&self) -> Option<Format> {
+        match self.0.try_recv() {
+            Ok(f) => Some(f),
+            Err(std::sync::mpsc::TryRecvError::Empty) => None,
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                Some(Err("the tracefs reader ended without an answer".into()))
+            }
+        }
+    }
+
+    /// Wait for the format.
+    pub fn wait(self) -> Format {
+        self.0.recv().unwrap_or_else(|_| Err("the tracefs reader ended without an answer".into()))
+    }
 }
 
 /// Attach to `sched_switch` on each of `fast_cpus` (Linux numbers), filtered to switches to
 /// the idle task that do not leave `self_tid`. Disabled until [`EventSource::arm`]. The error
 /// says what is missing (tracefs, a capability, a kernel feature) for the one log line.
-pub fn open(fast_cpus: &[u32], self_tid: i32) -> Result<EventSource, String> {
-    open_filtered(fast_cpus, &format!("next_pid == 0 && prev_pid != {self_tid}"))
+pub fn open(fast_cpus: &[u32], self_tid: i32, format: Format) -> Result<EventSource, String> {
+    open_filtered(fast_cpus, &format!("next_pid == 0 && prev_pid != {self_tid}"), format)
 }
 
 /// [`open`] with any tracefs filter expression over `sched_switch`'s fields.
-pub fn open_filtered(fast_cpus: &[u32], filter: &str) -> Result<EventSource, String> {
-    let (id, format) = sched_switch_format()?;
+pub fn open_filtered(fast_cpus: &[u32], filter: &str, format: Format) -> Result<EventSource, String> {
+    let (id, format) = format?;
     let (Some(prev), Some(next)) = (field_offset(&format, "prev_pid"), field_offset(&format, "next_pid")) else {
         return Err("sched_switch format has no prev_pid/next_pid field".into());
     };
@@ -348,6 +405,57 @@ impl EventSource {
     /// The event fds, for `poll`.
     pub fn fds(&self) -> impl Iterator<Item = i32> + '_ {
         self.rings.iter().map(|r| r.fd.as_raw_fd())
+    }
+
+    /// Close the events without making the caller wait for the kernel to let go of them.
+    ///
+    /// Why: closing the last perf event of a tracepoint unregisters the kernel's probe and
+    /// waits for every CPU to leave it (kernel/trace/trace_event_perf.c
+    /// `perf_trace_event_unreg` → `tracepoint_synchronize_unregister`, RCU grace periods):
+    /// 36 ms here at load 9 (`strace -T` of `close`), paid on the agent's way out, so added to
+    /// the wall time of every job whose run opened the events — 3-4 % of a 1 s job. Here the
+    /// events are disabled, then a forked child takes the last references (the fds and the
+    /// ring mappings it inherits), closes every other file (the job's output pipes among
+    /// them, so nobody reading them waits), waits for the agent to exit (EOF on a pipe only
+    /// the agent holds open) and exits, and the kernel's wait happens in it. Where `fork`
+    /// fails the events are closed here, as before.
+    pub fn close_detached(mut self) {
+        self.arm(false);
+        let mut keep: Vec<i32> = self.fds().collect();
+        let mut p = [0i32; 2];
+        // SAFETY: a valid array of two fds for pipe2.
+        if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return;
+        }
+        keep.push(p[0]);
+        keep.sort_unstable();
+        // SAFETY: the child only makes async-signal-safe system calls (close_range, close, read,
+        // _exit) on memory it already has (`keep`), as required after fork in a threaded process.
+        match unsafe { libc::fork() } {
+            0 => unsafe {
+                let mut from = 0u32;
+                for &k in &keep {
+                    if (k as u32) > from {
+                        libc::syscall(libc::SYS_close_range, from, k as u32 - 1, 0);
+                    }
+                    from = k as u32 + 1;
+                }
+                libc::syscall(libc::SYS_close_range, from, u32::MAX, 0);
+                let mut b = 0u8;
+                while libc::read(p[0], (&mut b as *mut u8).cast(), 1) < 0 && *libc::__errno_location() == libc::EINTR {}
+                libc::_exit(0);
+            },
+            // SAFETY: closing the read end, ours; the write end stays open until the agent
+            // exits (its EOF tells the child the agent is gone).
+            pid if pid > 0 => unsafe {
+                libc::close(p[0]);
+            },
+            // SAFETY: fork failed: close both ends, ours.
+            _ => unsafe {
+                libc::close(p[0]);
+                libc::close(p[1]);
+            },
+        }
     }
 
     /// Every idle switch recorded since the last call, ring by ring.
@@ -460,7 +568,7 @@ mod tests {
         // SAFETY: no preconditions.
         let (root, tid) = (unsafe { libc::geteuid() } == 0, unsafe { libc::syscall(libc::SYS_gettid) } as i32);
         // The agent's own filter: attaches (or, unprivileged, names what is missing).
-        match open(&[0], tid) {
+        match open(&[0], tid, PendingFormat::start().wait()) {
             Ok(mut ev) => {
                 ev.arm(true);
                 ev.arm(false);
@@ -493,7 +601,7 @@ mod tests {
             }
         });
         let sleeper = rx.recv().unwrap();
-        let mut ev = open_filtered(&[0], &format!("prev_pid == {sleeper}")).unwrap();
+        let mut ev = open_filtered(&[0], &format!("prev_pid == {sleeper}"), PendingFormat::start().wait()).unwrap();
         ev.arm(true);
         let t0 = crate::signals::monotonic().as_nanos() as u64;
         go_tx.send(()).unwrap();
