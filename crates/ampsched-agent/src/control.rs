@@ -45,7 +45,7 @@ use crate::trace::AgentTrace;
 use crate::AgentError;
 use ampsched_model::spec::PolicySpec;
 use ampsched_model::Nanos;
-use ampsched_policy::gate::backoff::{group_work, hands_off_filter, Backoff, BackoffParams};
+use ampsched_policy::gate::backoff::{group_work, hands_off_filter, saturated, Backoff, BackoffParams};
 use ampsched_policy::gate::cooperate::{
     cooperate, fast_set, kept_from_fast, on_idle_fast_cpu, order_changes, spread_stacked, Confined, Load,
 };
@@ -340,6 +340,7 @@ impl Agent {
     /// the groups that are hands-off now to the kernel (`ampsched_policy::gate::backoff`).
     fn back_off(&mut self, snap: &ampsched_policy::Snapshot) {
         group_work(&self.d.topo, snap, &mut self.gwork, &mut self.gactive);
+        self.backoff.set_saturated(saturated(snap));
         for t in self.backoff.end_period(snap.period.0, &self.gwork, &self.gactive) {
             if t.backed_off {
                 self.stats.backoffs += 1;
@@ -361,6 +362,7 @@ impl Agent {
             any |= dom.hands_off && dom.alive;
         }
         self.stats.hands_off_periods += u64::from(any);
+        self.stats.skipped_probes = bo.skipped_probes();
     }
 
     /// Put back every affinity the agent changed; remove the state file. Returns failures.

@@ -34,6 +34,8 @@ pub struct LoopStats {
     pub backoffs: u64,
     /// Times a backed-off group came back under management.
     pub backoff_returns: u64,
+    /// Probes skipped: the policy window before them was saturated (`gate::backoff::saturated`).
+    pub skipped_probes: u64,
     /// Fast-CPU idle switches the event source reported.
     pub idle_events: u64,
     /// Idle switches reacted to with no runnable thread kept from that CPU (only widened).
@@ -81,6 +83,7 @@ impl LoopStats {
             "hands_off_periods": self.hands_off_periods,
             "backoffs": self.backoffs,
             "backoff_returns": self.backoff_returns,
+            "skipped_probes": self.skipped_probes,
             "idle_events": self.idle_events,
             "idle_no_candidate": self.idle_no_candidate,
             "reactions": self.reaction_ns.len(),
