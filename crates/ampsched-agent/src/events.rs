@@ -584,7 +584,10 @@ mod tests {
         }
         // A thread pinned to CPU 0 that sleeps 20 times: each sleep is a switch away from it on
         // CPU 0 (whatever else keeps CPU 0 busy), so a filter on its tid sees them, in order,
-        // stamped with CLOCK_MONOTONIC between the agent's own readings before and after.
+        // stamped with CLOCK_MONOTONIC between the agent's own readings before and after. Then,
+        // with the events disarmed, it sleeps 20 more times and exits: none of that is seen.
+        // (It lives on until the second round: a thread's last switch, at its exit, may come
+        // after `join` has returned, since the joiner is woken at `mm_release` in `do_exit`.)
         let (tx, rx) = std::sync::mpsc::channel::<i32>();
         let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
         let h = std::thread::spawn(move || {
@@ -595,9 +598,12 @@ mod tests {
                 libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
             }
             tx.send(unsafe { libc::syscall(libc::SYS_gettid) } as i32).unwrap();
-            go_rx.recv().unwrap();
-            for _ in 0..20 {
-                std::thread::sleep(std::time::Duration::from_millis(1));
+            for _ in 0..2 {
+                go_rx.recv().unwrap();
+                for _ in 0..20 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                tx.send(0).unwrap();
             }
         });
         let sleeper = rx.recv().unwrap();
@@ -605,7 +611,7 @@ mod tests {
         ev.arm(true);
         let t0 = crate::signals::monotonic().as_nanos() as u64;
         go_tx.send(()).unwrap();
-        h.join().unwrap();
+        rx.recv().unwrap();
         let t1 = crate::signals::monotonic().as_nanos() as u64;
         let mut out = Vec::new();
         ev.drain(&mut out);
@@ -613,9 +619,13 @@ mod tests {
         assert!(out.iter().all(|s| s.cpu == 0 && s.prev == sleeper), "{out:?}");
         assert!(out.iter().all(|s| (t0..=t1).contains(&s.time_ns)), "{t0}..{t1}: {out:?}");
         assert!(out.windows(2).all(|w| w[0].time_ns <= w[1].time_ns));
-        // Disarmed: nothing more is recorded.
+        // Disarmed: nothing more is recorded (a switch between the drain and the disarm, the
+        // sleeper blocking on its channel, is drained first).
         ev.arm(false);
         ev.drain(&mut out);
-        assert!(out.is_empty());
+        go_tx.send(()).unwrap();
+        h.join().unwrap();
+        ev.drain(&mut out);
+        assert!(out.is_empty(), "{out:?}");
     }
 }

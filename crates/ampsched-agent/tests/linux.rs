@@ -297,6 +297,9 @@ fn restore_after_sigterm_and_after_kill9_then_restore() {
     assert!(wait_for(Duration::from_secs(5), || changed(target.pid(), &original)), "the agent changed nothing");
     assert!(state.exists(), "the state file is written before the first change");
     assert_eq!(affinities(bystander.pid()), by_original, "a thread not under management was touched");
+    // The events attach a period or so after they are first wanted (their format is read off
+    // the loop): the exit below is taken with them attached.
+    assert!(wait_for(Duration::from_secs(10), || !log_events(&log, "events").is_empty()), "no events line");
     // SAFETY: signalling our own child.
     unsafe { libc::kill(agent.pid(), libc::SIGTERM) };
     let st = agent.0.wait().unwrap();
