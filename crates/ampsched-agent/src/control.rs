@@ -20,6 +20,17 @@
 //! - export ([`crate::export`]): decision log, metrics, trace, sample
 //!   recording.
 //!
+//! The loop's thread runs at nice -20 where it may ([`urgent_loop_thread`]): its wake-ups
+//! (each period, an idle fast CPU) should not wait behind the managed threads, and under
+//! EEVDF a waking thread preempts the running one when its virtual deadline is earlier
+//! (kernel/sched/fair.c `check_preempt_wakeup_fair` → `pick_eevdf`); a thread's virtual
+//! slice shrinks with its weight (`calc_delta_fair`), nice -20 weighing 88761 against nice 0's
+//! 1024 (`sched_prio_to_weight`). Measured: the loop of a period took 2.1 ms of wall time
+//! (median) for 0.2 ms of CPU with two CPU-bound threads managed, the rest waiting to run.
+//! Not a real-time policy: tried, `SCHED_FIFO` 1 made the reaping of a finished job
+//! (`wait4`) take 0.95 s — a kernel busy-wait on that CPU starved until RT throttling
+//! (`sched_rt_runtime_us`, 950 ms of each second) let the other side run.
+//!
 //! Per period (default 30 ms): inventory → observe → decide → cooperate → back-off → apply →
 //! export, then sleep to the next deadline. ESRCH and EPERM are logged and
 //! skipped. On exit (normal, SIGINT, SIGTERM, SIGHUP, target exit, or a panic
@@ -163,6 +174,21 @@ fn raise_fd_limit() -> Option<libc::rlimit> {
     let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
     // SAFETY: valid pointer to an rlimit.
     (unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0).then_some(lim)
+}
+
+/// Give the calling thread nice -20 (module doc); the error says what is missing
+/// (`CAP_SYS_NICE`, or an `RLIMIT_NICE` of 40).
+pub fn urgent_loop_thread() -> Result<(), String> {
+    let tid = signals::gettid();
+    // SAFETY: setpriority on our own thread id (Linux applies PRIO_PROCESS to one thread).
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, -20) } == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    Err(match e.raw_os_error() {
+        Some(libc::EPERM | libc::EACCES) => format!("setpriority(nice -20): {e}: needs CAP_SYS_NICE or RLIMIT_NICE 40"),
+        _ => format!("setpriority(nice -20): {e}"),
+    })
 }
 
 fn ms_to_dur(ms: f64) -> Duration {
@@ -473,6 +499,11 @@ impl Agent {
         self.ex.set_start(start);
         self.inv.fd_limit = raise_fd_limit();
         self.launch()?;
+        // After the launch: the commands keep the nice they were given (module doc).
+        match urgent_loop_thread() {
+            Ok(()) => self.ex.log(serde_json::json!({"event": "loop-priority", "nice": -20})),
+            Err(e) => self.ex.log(serde_json::json!({"event": "loop-priority", "nice": 0, "reason": e})),
+        }
         let cpu0 = signals::process_cpu();
         let mut result = Ok(());
         loop {
@@ -538,6 +569,29 @@ mod tests {
     use ampsched_model::CpuSet;
     use std::path::Path;
     use std::process::Command;
+
+    #[test]
+    fn the_loop_thread_gets_nice_minus_20_and_no_other_thread_does() {
+        // On a thread of its own (nice is per thread on Linux): -20 as root, the test's own
+        // thread unchanged. Unprivileged: the error names CAP_SYS_NICE and nothing changes.
+        let nice = |tid: i32| {
+            // SAFETY: getpriority of a thread of this process; errno cleared first (-1 is a nice).
+            unsafe {
+                *libc::__errno_location() = 0;
+                libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t)
+            }
+        };
+        let me = nice(signals::gettid());
+        let (r, it) = std::thread::spawn(move || (urgent_loop_thread(), nice(signals::gettid()))).join().unwrap();
+        // SAFETY: no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            assert_eq!((r, it), (Ok(()), -20));
+        } else {
+            assert!(r.as_ref().is_err_and(|e| e.contains("CAP_SYS_NICE")), "{r:?}");
+            assert_eq!(it, me);
+        }
+        assert_eq!(nice(signals::gettid()), me);
+    }
 
     /// Calls of an actuator: (tid, Linux mask).
     type Calls = std::rc::Rc<std::cell::RefCell<Vec<(i32, CpuSet)>>>;
