@@ -6,17 +6,43 @@ use ampsched_sim::runner::{run_one, Job};
 use ampsched_sim::{Library, RunResult, Scenario};
 use std::path::{Path, PathBuf};
 
-/// Write `json` and a scenario using it into a fresh directory; return the scenario path.
-fn files(name: &str, machine: &str, extra: &str, vcpus: u32, json: &str) -> PathBuf {
+/// A scenario and its rt-app file in a fresh directory, removed when dropped
+/// (the tests leave nothing behind in the temporary directory).
+struct Files {
+    dir: PathBuf,
+    scenario: PathBuf,
+}
+
+impl std::ops::Deref for Files {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.scenario
+    }
+}
+
+impl AsRef<Path> for Files {
+    fn as_ref(&self) -> &Path {
+        &self.scenario
+    }
+}
+
+impl Drop for Files {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Write `json` and a scenario using it into a fresh directory; the scenario's path.
+fn files(name: &str, machine: &str, extra: &str, vcpus: u32, json: &str) -> Files {
     let dir = std::env::temp_dir().join(format!("ampsched-rtapp-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("w.json"), json).unwrap();
     let toml = format!(
         "{extra}\n[machine]\n{machine}\n[[domain]]\nname = \"app\"\nvcpus = {vcpus}\nworkload = {{ rtapp = \"w.json\" }}\n"
     );
-    let p = dir.join("s.toml");
-    std::fs::write(&p, toml).unwrap();
-    p
+    let scenario = dir.join("s.toml");
+    std::fs::write(&scenario, toml).unwrap();
+    Files { dir, scenario }
 }
 
 fn load(p: &Path) -> Scenario {
