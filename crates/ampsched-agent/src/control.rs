@@ -2,7 +2,8 @@
 //! without root (a fixture `/proc` and a fake [`Actuator`]):
 //! - clock ([`crate::clock`]): period deadlines, elapsed time per sample;
 //! - inventory ([`crate::inventory`]): launch, discovery rescans (every
-//!   `rescan_ms`), thread lists every period;
+//!   `rescan_ms`, and in the period after a launched job forks a process:
+//!   [`crate::forks`]), thread lists every period;
 //! - observe ([`crate::observe`]): per CPU and per thread samples → the
 //!   placer's [`ampsched_policy::Snapshot`];
 //! - decide ([`crate::decide`]): the placer through the shared placer bridge
@@ -45,6 +46,7 @@ use crate::decide::Decider;
 use crate::discovery::Discovered;
 use crate::events::{EventSource, IdleSwitch, PendingFormat};
 use crate::export::{Export, MetricsView};
+use crate::forks::ForkWatch;
 use crate::inventory::Inventory;
 pub use crate::loopstats::LoopStats;
 use crate::metrics::MetricsServer;
@@ -157,6 +159,9 @@ pub struct Agent {
     applied_at_ns: u64,
     /// Per-group measurement of the agent against the kernel alone.
     backoff: Backoff,
+    /// Fork records of the launched jobs (`crate::forks`), and a buffer for them.
+    forks: Vec<ForkWatch>,
+    forked: Vec<crate::forks::Fork>,
     /// Per group, this period's weighted run time and activity (reused).
     gwork: Vec<f64>,
     gactive: Vec<bool>,
@@ -290,6 +295,8 @@ impl Agent {
             idle: Vec::new(),
             applied_at_ns: 0,
             backoff: Backoff::new(BackoffParams::default()),
+            forks: Vec::new(),
+            forked: Vec::new(),
             gwork: Vec::new(),
             gactive: Vec::new(),
         })
@@ -331,11 +338,39 @@ impl Agent {
 
     /// Launch the commands to manage.
     fn launch(&mut self) -> Result<(), AgentError> {
-        self.inv.launch(&mut self.ex, self.app.actuator())
+        self.inv.launch(&mut self.ex, self.app.actuator())?;
+        // Follow the forks of each launched job whose descendants are managed (`crate::forks`),
+        // on every online CPU (the job may run outside the managed ones).
+        let cpus: Vec<u32> = crate::discovery::online_cpus(std::path::Path::new("/"))
+            .map(|s| s.iter().map(|c| c.0).collect())
+            .unwrap_or_else(|_| self.d.linux_ids.clone());
+        for d in &self.inv.domains {
+            let (Some(c), true) = (d.child.as_ref(), self.inv.targets[d.target].children) else { continue };
+            match ForkWatch::open(c.id() as i32, &cpus) {
+                Ok(w) => self.forks.push(w),
+                Err(e) => self.ex.log(serde_json::json!({"event": "forks", "source": "rescan", "target": d.name,
+                    "reason": format!("perf_event_open(dummy, inherit): {e}")})),
+            }
+        }
+        Ok(())
+    }
+
+    /// Rescan in this period when a launched job forked a process since the last one.
+    fn follow_forks(&mut self) {
+        let mut new = false;
+        for w in &mut self.forks {
+            w.drain(&mut self.forked);
+            new |= self.forked.iter().any(|f| f.new_process());
+        }
+        if new {
+            self.stats.fork_rescans += 1;
+            self.inv.rescan_soon();
+        }
     }
 
     /// One period: inventory, observe, decide, apply, export.
     fn step(&mut self) -> Result<(), AgentError> {
+        self.follow_forks();
         let now_mono = signals::monotonic();
         self.inv.update(&mut self.ex, self.app.actuator(), &self.d, now_mono);
         let elapsed = self.clock.sample(signals::monotonic());

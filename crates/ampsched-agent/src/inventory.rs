@@ -143,6 +143,12 @@ impl Inventory {
         self.refresh_threads(ex, act, d);
     }
 
+    /// Make the next [`Inventory::update`] rescan, whenever the last one was (a launched job
+    /// forked a process: `crate::forks`).
+    pub fn rescan_soon(&mut self) {
+        self.last_rescan = None;
+    }
+
     /// Whether the run is over: the first launched command ended (`stop_with_first`), or
     /// every domain ended and no target waits for VMs.
     pub fn finished(&self, stop_with_first: bool) -> bool {

@@ -14,6 +14,7 @@
 //! - [`qmp`]: QEMU vCPU threads through the monitor socket;
 //! - [`runclock`]: per-thread run time from task-clock counters;
 //! - [`events`]: scheduler events (a fast CPU going idle) through perf ring buffers;
+//! - [`forks`]: a launched job's new processes from perf fork records;
 //! - [`actuate`]: reading and setting affinities (real or dry run);
 //! - [`state`]: the state file and `restore`;
 //! - [`metrics`]: the loopback Prometheus endpoint;
@@ -40,6 +41,7 @@ pub mod domain;
 pub mod error;
 pub mod events;
 pub mod export;
+pub mod forks;
 pub mod inventory;
 pub mod loopstats;
 pub mod metrics;

@@ -34,6 +34,8 @@ pub struct LoopStats {
     pub backoffs: u64,
     /// Times a backed-off group came back under management.
     pub backoff_returns: u64,
+    /// Rescans brought forward because a launched job forked a process (`forks`).
+    pub fork_rescans: u64,
     /// Probes skipped: the policy window before them was saturated (`gate::backoff::saturated`).
     pub skipped_probes: u64,
     /// Fast-CPU idle switches the event source reported.
@@ -84,6 +86,7 @@ impl LoopStats {
             "backoffs": self.backoffs,
             "backoff_returns": self.backoff_returns,
             "skipped_probes": self.skipped_probes,
+            "fork_rescans": self.fork_rescans,
             "idle_events": self.idle_events,
             "idle_no_candidate": self.idle_no_candidate,
             "reactions": self.reaction_ns.len(),

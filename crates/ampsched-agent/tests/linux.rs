@@ -357,6 +357,34 @@ impl WaitGuarded for Guard {
 
 #[test]
 #[ignore = "real machine: needs root and 2+ CPUs; run with `cargo test -- --include-ignored` (CI does)"]
+fn a_process_a_launched_job_forks_is_managed_without_waiting_for_the_rescan() {
+    // Rescans every 10 minutes: the job's shell is found at the start, and the process it
+    // forks 200 ms later only through the fork records (`forks`), which bring a rescan
+    // forward to the next period.
+    let _s = serial();
+    require_machine();
+    let d = tempfile::tempdir().unwrap();
+    let (cfg, log) = (d.path().join("job.toml"), d.path().join("agent.log"));
+    std::fs::write(
+        &cfg,
+        "fast = \"0\"\nrescan_ms = 600000\n[[target]]\nname = \"job\"\n\
+         command = [\"sh\", \"-c\", \"sleep 0.2; sh -c 'sleep 0.3' & wait\"]\n",
+    )
+    .unwrap();
+    let o = Command::new(ampsched())
+        .args(["agent", "--config", cfg.to_str().unwrap(), "--state", d.path().join("s.json").to_str().unwrap()])
+        .args(["--log", log.to_str().unwrap(), "--stats"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", out_text(&o));
+    let threads = log_events(&log, "thread");
+    let root = threads.first().map(|t| t["pid"].clone()).expect("the job's shell is managed");
+    assert!(threads.iter().any(|t| t["pid"] != root), "the forked process was never managed: {threads:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("\"fork_rescans\":"), "{}", out_text(&o));
+}
+
+#[test]
+#[ignore = "real machine: needs root and 2+ CPUs; run with `cargo test -- --include-ignored` (CI does)"]
 fn dry_run_prints_decisions_and_changes_nothing() {
     let _s = serial();
     require_machine();

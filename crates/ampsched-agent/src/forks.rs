@@ -1,0 +1,251 @@
+//! New processes of a launched job, learnt the moment they are forked, not at
+//! the next discovery rescan (every 500 ms): a job of a few hundred
+//! milliseconds (`make -j2`, `sh -c "xz …"`) otherwise runs most of its life
+//! unmanaged, and a child forked from a thread the agent had narrowed runs
+//! with that narrowed mask until found.
+//!
+//! Source: the kernel's side-band task records, as `perf record` follows a
+//! workload's new tasks: a software `PERF_COUNT_SW_DUMMY` event on the job's
+//! first process (`pid` = its pid), one per CPU (`perf_mmap` refuses the
+//! ring of an inherited event with `cpu = -1`), that counts nothing, with
+//! `task = 1` (a `PERF_RECORD_FORK` / `PERF_RECORD_EXIT` record per task
+//! created or ended) and `inherit = 1`: every task the job creates, thread
+//! or process, at any depth, gets a copy of the event at `fork`
+//! (kernel/events/core.c `perf_event_init_task` → `inherit_event`), and a
+//! copy's records go to the original's ring (`perf_output_begin` writes an
+//! inherited event's output through its parent). `perf_event_fork` emits the
+//! record in `copy_process`, before the child first runs. The agent drains
+//! the rings at the start of each period and, when a new process is among
+//! the records, rescans the job's descendants in that period, so a process
+//! is managed from the first period after its fork (≤ 30 ms) rather than
+//! from the next rescan (≤ 500 ms). Nothing wakes the agent for a fork:
+//! its decisions are taken once a period anyway, so a wake-up would only
+//! cost (a `make` forks four processes per file compiled).
+//!
+//! Attached right after the launch: whatever the job forked before (within
+//! the exec of its first program) is found by the first period's rescan. A per-task software event needs only the
+//! right to observe the job (the agent launched it: same user, or
+//! `CAP_PERFMON`); where it is refused the 500 ms rescan stays the only way
+//! and the reason is logged. Its fd and ring are the agent's: the kernel
+//! drops them, and every inherited copy, on any exit path; closing a
+//! software event waits for no grace period.
+
+use crate::runclock::{perf_event_open, PerfEventAttr};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+const PERF_TYPE_SOFTWARE: u32 = 1;
+const PERF_COUNT_SW_DUMMY: u64 = 9;
+/// `perf_event_attr` flag bits: inherit (1), task (13).
+const FLAG_INHERIT: u64 = 1 << 1;
+const FLAG_TASK: u64 = 1 << 13;
+const PERF_RECORD_FORK: u32 = 7;
+/// Ring data pages (a power of two): 64 KiB per CPU holds ~2000 fork and exit records
+/// between two drains (one period); an overrun only loses records, and the 500 ms rescan
+/// stays.
+const RING_PAGES: usize = 16;
+/// Offsets of `data_head` and `data_tail` in `struct perf_event_mmap_page`.
+const DATA_HEAD: usize = 1024;
+const DATA_TAIL: usize = 1032;
+
+/// A task created inside the job: `pid` (its process) forked by a thread of `ppid`;
+/// `pid == ppid` for a new thread of an existing process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fork {
+    /// Process of the new task.
+    pub pid: i32,
+    /// Process of the task that forked it.
+    pub ppid: i32,
+    /// The new task (thread id).
+    pub tid: i32,
+}
+
+impl Fork {
+    /// A new process (not a thread of the forking one).
+    pub fn new_process(&self) -> bool {
+        self.pid != self.ppid
+    }
+}
+
+/// Parse a ring's records (one after another, as laid out): every `PERF_RECORD_FORK`
+/// (`{header; u32 pid, ppid, tid, ptid; u64 time}`); other records are skipped by size.
+pub fn parse_forks(bytes: &[u8], out: &mut Vec<Fork>) {
+    let rd32 = |at: usize| bytes.get(at..at + 4).map(|s| u32::from_ne_bytes(s.try_into().unwrap()));
+    let mut at = 0;
+    while at + 8 <= bytes.len() {
+        let kind = rd32(at).unwrap_or(0);
+        let size = u16::from_ne_bytes([bytes[at + 6], bytes[at + 7]]) as usize;
+        if size < 8 || at + size > bytes.len() {
+            return;
+        }
+        if kind == PERF_RECORD_FORK && size >= 24 {
+            let (pid, ppid, tid) = (rd32(at + 8), rd32(at + 12), rd32(at + 16));
+            if let (Some(pid), Some(ppid), Some(tid)) = (pid, ppid, tid) {
+                out.push(Fork { pid: pid as i32, ppid: ppid as i32, tid: tid as i32 });
+            }
+        }
+        at += size;
+    }
+}
+
+/// One CPU's event of a job and its ring (the fd is held so the event lives).
+struct Ring {
+    _fd: OwnedFd,
+    base: *mut u8,
+    len: usize,
+    page: usize,
+}
+
+/// The fork records of one launched job.
+pub struct ForkWatch {
+    rings: Vec<Ring>,
+    buf: Vec<u8>,
+}
+
+impl ForkWatch {
+    /// Follow the tasks process `pid` (and, from now on, everything it creates) forks, on
+    /// each of `cpus` (Linux numbers: every online CPU). The error is the OS's
+    /// (`EACCES`/`EPERM`: not allowed to observe it; `ESRCH`: gone).
+    pub fn open(pid: i32, cpus: &[u32]) -> io::Result<ForkWatch> {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let mut rings = Vec::new();
+        for &cpu in cpus {
+            let attr = PerfEventAttr {
+                kind: PERF_TYPE_SOFTWARE,
+                size: std::mem::size_of::<PerfEventAttr>() as u32,
+                config: PERF_COUNT_SW_DUMMY,
+                flags: FLAG_INHERIT | FLAG_TASK,
+                ..Default::default()
+            };
+            let fd = perf_event_open(&attr, pid, cpu as i32)?;
+            let len = (1 + RING_PAGES) * page;
+            // SAFETY: mapping the event's ring (header page + data pages) shared, as perf requires.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    fd.as_raw_fd(),
+                    0,
+                )
+            };
+            if base == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            rings.push(Ring { _fd: fd, base: base as *mut u8, len, page });
+        }
+        Ok(ForkWatch { rings, buf: Vec::new() })
+    }
+
+    /// Every fork recorded since the last call.
+    pub fn drain(&mut self, out: &mut Vec<Fork>) {
+        out.clear();
+        for r in &self.rings {
+            r.drain(&mut self.buf);
+            parse_forks(&self.buf, out);
+        }
+    }
+}
+
+impl Ring {
+    /// Copy out every record between the tail and the head and advance the tail.
+    fn drain(&self, buf: &mut Vec<u8>) {
+        buf.clear();
+        let size = self.len - self.page;
+        // SAFETY: `base` maps `len` bytes; the header page holds data_head/data_tail (u64,
+        // 8-aligned); the head is read volatile and fenced before the data (perf's protocol).
+        unsafe {
+            let head = std::ptr::read_volatile(self.base.add(DATA_HEAD) as *const u64);
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            let tail = std::ptr::read_volatile(self.base.add(DATA_TAIL) as *const u64);
+            let n = head.saturating_sub(tail).min(size as u64) as usize;
+            let data = self.base.add(self.page);
+            let start = (tail % size as u64) as usize;
+            let first = n.min(size - start);
+            buf.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
+            buf.extend_from_slice(std::slice::from_raw_parts(data, n - first));
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+            std::ptr::write_volatile(self.base.add(DATA_TAIL) as *mut u64, head);
+        }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the mapping made in `open` (the fd closes after).
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fork_record(pid: u32, ppid: u32, tid: u32) -> Vec<u8> {
+        let mut r = Vec::new();
+        r.extend_from_slice(&PERF_RECORD_FORK.to_ne_bytes());
+        r.extend_from_slice(&0u16.to_ne_bytes());
+        r.extend_from_slice(&32u16.to_ne_bytes());
+        for v in [pid, ppid, tid, ppid] {
+            r.extend_from_slice(&v.to_ne_bytes());
+        }
+        r.extend_from_slice(&123u64.to_ne_bytes());
+        r
+    }
+
+    #[test]
+    fn fork_records_are_parsed_and_exit_records_skipped() {
+        // A process 200 forked by 100, an exit record (type 4, same layout), a thread 201 of 200.
+        let mut b = fork_record(200, 100, 200);
+        let mut exit = fork_record(200, 100, 200);
+        exit[0..4].copy_from_slice(&4u32.to_ne_bytes());
+        b.extend(exit);
+        b.extend(fork_record(200, 200, 201));
+        b.extend_from_slice(&[7, 0]);
+        let mut out = Vec::new();
+        parse_forks(&b, &mut out);
+        assert_eq!(out, vec![Fork { pid: 200, ppid: 100, tid: 200 }, Fork { pid: 200, ppid: 200, tid: 201 }]);
+        assert!(out[0].new_process() && !out[1].new_process());
+    }
+
+    #[test]
+    fn a_grandchild_forked_by_a_launched_shell_is_seen_at_once() {
+        // `sh -c 'sleep 0.2 & wait'` is stopped until the watch is attached (SIGSTOP'd by
+        // itself through a first `kill -STOP $$`), so every fork after is recorded: the shell's
+        // child (a new process whose parent is the shell) shows up in the ring.
+        use std::process::Command;
+        let mut c = Command::new("sh").args(["-c", "kill -STOP $$; sleep 0.2 & wait"]).spawn().unwrap();
+        let pid = c.id() as i32;
+        // Wait for the stop (state T in /proc/PID/stat).
+        let stopped = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().starts_with('T')))
+                .unwrap_or(false)
+        };
+        let t0 = std::time::Instant::now();
+        while !stopped() && t0.elapsed() < std::time::Duration::from_secs(30) {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let cpus: Vec<u32> = (0..std::thread::available_parallelism().map_or(1, |n| n.get()) as u32).collect();
+        let mut w = match ForkWatch::open(pid, &cpus) {
+            Ok(w) => w,
+            Err(e) => {
+                // SAFETY: resuming and ending our own child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                c.wait().unwrap();
+                // Only where perf events are refused outright (a container): say so.
+                assert!(matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM | libc::ENOSYS)), "{e}");
+                return;
+            }
+        };
+        // SAFETY: resuming our own child.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        c.wait().unwrap();
+        let mut out = Vec::new();
+        w.drain(&mut out);
+        assert!(out.iter().any(|f| f.new_process() && f.ppid == pid), "{out:?}");
+    }
+}
