@@ -44,9 +44,10 @@
 //! private mount never outlives its thread. The format is read off the
 //! control loop ([`PendingFormat`]).
 
+use crate::perfring::PerfRing;
 use crate::runclock::{perf_event_open, PerfEventAttr};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 
 const PERF_TYPE_TRACEPOINT: u32 = 2;
@@ -63,9 +64,6 @@ const IOC_SET_FILTER: libc::c_ulong = 0x4008_2406;
 /// Ring data pages per CPU (a power of two): idle switches are few, and the ring is drained
 /// at each wake-up.
 const RING_PAGES: usize = 4;
-/// Offsets of `data_head` and `data_tail` in `struct perf_event_mmap_page`.
-const DATA_HEAD: usize = 1024;
-const DATA_TAIL: usize = 1032;
 
 /// Where tracefs may be mounted.
 pub const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
@@ -144,41 +142,7 @@ pub fn parse_records(bytes: &[u8], cpu: u32, offs: (usize, usize), out: &mut Vec
 /// One CPU's event and its mapped ring.
 struct Ring {
     cpu: u32,
-    fd: OwnedFd,
-    base: *mut u8,
-    len: usize,
-    page: usize,
-}
-
-impl Ring {
-    /// Copy out every record between the tail and the head and advance the tail.
-    fn drain(&mut self, buf: &mut Vec<u8>) {
-        buf.clear();
-        let size = self.len - self.page;
-        // SAFETY: `base` maps `len` bytes; the header page holds data_head/data_tail (u64,
-        // 8-aligned). The head is written by the kernel: read it volatile, then fence so the
-        // data reads are not hoisted above it (the kernel's documented protocol).
-        unsafe {
-            let head = std::ptr::read_volatile(self.base.add(DATA_HEAD) as *const u64);
-            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-            let tail = std::ptr::read_volatile(self.base.add(DATA_TAIL) as *const u64);
-            let n = head.saturating_sub(tail).min(size as u64) as usize;
-            let data = self.base.add(self.page);
-            let start = (tail % size as u64) as usize;
-            let first = n.min(size - start);
-            buf.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
-            buf.extend_from_slice(std::slice::from_raw_parts(data, n - first));
-            std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
-            std::ptr::write_volatile(self.base.add(DATA_TAIL) as *mut u64, head);
-        }
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: unmapping the mapping made in `open` (the fd closes after).
-        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
-    }
+    ring: PerfRing,
 }
 
 /// The idle-switch events of the fast CPUs.
@@ -337,8 +301,6 @@ pub fn open_filtered(fast_cpus: &[u32], filter: &str, format: Format) -> Result<
     if prev.1 != 4 || next.1 != 4 {
         return Err(format!("sched_switch pid fields are {} and {} bytes, expected 4", prev.1, next.1));
     }
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
     let filter = std::ffi::CString::new(filter).map_err(|_| "a filter with a NUL byte".to_string())?;
     let mut rings = Vec::new();
     for &cpu in fast_cpus {
@@ -364,22 +326,8 @@ pub fn open_filtered(fast_cpus: &[u32], filter: &str, format: Format) -> Result<
         if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_FILTER, filter.as_ptr()) } != 0 {
             return Err(format!("sched_switch filter refused: {}", io::Error::last_os_error()));
         }
-        let len = (1 + RING_PAGES) * page;
-        // SAFETY: mapping the event's ring (header page + data pages) shared, as perf requires.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(format!("mmap of the perf ring (cpu {cpu}): {}", io::Error::last_os_error()));
-        }
-        rings.push(Ring { cpu, fd, base: base as *mut u8, len, page });
+        let ring = PerfRing::map(fd, RING_PAGES).map_err(|e| format!("mmap of the perf ring (cpu {cpu}): {e}"))?;
+        rings.push(Ring { cpu, ring });
     }
     Ok(EventSource { rings, offs: (prev.0, next.0), armed: false, buf: Vec::new(), seen: 0 })
 }
@@ -392,7 +340,7 @@ impl EventSource {
         }
         for r in &self.rings {
             // SAFETY: enable/disable ioctls on our own perf fd.
-            unsafe { libc::ioctl(r.fd.as_raw_fd(), if on { IOC_ENABLE } else { IOC_DISABLE }, 0) };
+            unsafe { libc::ioctl(r.ring.fd(), if on { IOC_ENABLE } else { IOC_DISABLE }, 0) };
         }
         self.armed = on;
     }
@@ -404,7 +352,7 @@ impl EventSource {
 
     /// The event fds, for `poll`.
     pub fn fds(&self) -> impl Iterator<Item = i32> + '_ {
-        self.rings.iter().map(|r| r.fd.as_raw_fd())
+        self.rings.iter().map(|r| r.ring.fd())
     }
 
     /// Close the events without making the caller wait for the kernel to let go of them.
@@ -462,7 +410,7 @@ impl EventSource {
     pub fn drain(&mut self, out: &mut Vec<IdleSwitch>) {
         out.clear();
         for r in &mut self.rings {
-            r.drain(&mut self.buf);
+            r.ring.drain(&mut self.buf);
             parse_records(&self.buf, r.cpu, self.offs, out);
         }
         self.seen += out.len() as u64;

@@ -30,9 +30,9 @@
 //! drops them, and every inherited copy, on any exit path; closing a
 //! software event waits for no grace period.
 
+use crate::perfring::PerfRing;
 use crate::runclock::{perf_event_open, PerfEventAttr};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
 
 const PERF_TYPE_SOFTWARE: u32 = 1;
 const PERF_COUNT_SW_DUMMY: u64 = 9;
@@ -44,9 +44,6 @@ const PERF_RECORD_FORK: u32 = 7;
 /// between two drains (one period); an overrun only loses records, and the 500 ms rescan
 /// stays.
 const RING_PAGES: usize = 16;
-/// Offsets of `data_head` and `data_tail` in `struct perf_event_mmap_page`.
-const DATA_HEAD: usize = 1024;
-const DATA_TAIL: usize = 1032;
 
 /// A task created inside the job: `pid` (its process) forked by a thread of `ppid`;
 /// `pid == ppid` for a new thread of an existing process.
@@ -88,17 +85,9 @@ pub fn parse_forks(bytes: &[u8], out: &mut Vec<Fork>) {
     }
 }
 
-/// One CPU's event of a job and its ring (the fd is held so the event lives).
-struct Ring {
-    _fd: OwnedFd,
-    base: *mut u8,
-    len: usize,
-    page: usize,
-}
-
 /// The fork records of one launched job.
 pub struct ForkWatch {
-    rings: Vec<Ring>,
+    rings: Vec<PerfRing>,
     buf: Vec<u8>,
 }
 
@@ -107,8 +96,6 @@ impl ForkWatch {
     /// each of `cpus` (Linux numbers: every online CPU). The error is the OS's
     /// (`EACCES`/`EPERM`: not allowed to observe it; `ESRCH`: gone).
     pub fn open(pid: i32, cpus: &[u32]) -> io::Result<ForkWatch> {
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
         let mut rings = Vec::new();
         for &cpu in cpus {
             let attr = PerfEventAttr {
@@ -119,22 +106,7 @@ impl ForkWatch {
                 ..Default::default()
             };
             let fd = perf_event_open(&attr, pid, cpu as i32)?;
-            let len = (1 + RING_PAGES) * page;
-            // SAFETY: mapping the event's ring (header page + data pages) shared, as perf requires.
-            let base = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    fd.as_raw_fd(),
-                    0,
-                )
-            };
-            if base == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
-            }
-            rings.push(Ring { _fd: fd, base: base as *mut u8, len, page });
+            rings.push(PerfRing::map(fd, RING_PAGES)?);
         }
         Ok(ForkWatch { rings, buf: Vec::new() })
     }
@@ -146,36 +118,6 @@ impl ForkWatch {
             r.drain(&mut self.buf);
             parse_forks(&self.buf, out);
         }
-    }
-}
-
-impl Ring {
-    /// Copy out every record between the tail and the head and advance the tail.
-    fn drain(&self, buf: &mut Vec<u8>) {
-        buf.clear();
-        let size = self.len - self.page;
-        // SAFETY: `base` maps `len` bytes; the header page holds data_head/data_tail (u64,
-        // 8-aligned); the head is read volatile and fenced before the data (perf's protocol).
-        unsafe {
-            let head = std::ptr::read_volatile(self.base.add(DATA_HEAD) as *const u64);
-            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-            let tail = std::ptr::read_volatile(self.base.add(DATA_TAIL) as *const u64);
-            let n = head.saturating_sub(tail).min(size as u64) as usize;
-            let data = self.base.add(self.page);
-            let start = (tail % size as u64) as usize;
-            let first = n.min(size - start);
-            buf.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
-            buf.extend_from_slice(std::slice::from_raw_parts(data, n - first));
-            std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
-            std::ptr::write_volatile(self.base.add(DATA_TAIL) as *mut u64, head);
-        }
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: unmapping the mapping made in `open` (the fd closes after).
-        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
     }
 }
 

@@ -15,6 +15,7 @@
 //! - [`runclock`]: per-thread run time from task-clock counters;
 //! - [`events`]: scheduler events (a fast CPU going idle) through perf ring buffers;
 //! - [`forks`]: a launched job's new processes from perf fork records;
+//! - [`perfring`]: the perf ring buffer both read;
 //! - [`actuate`]: reading and setting affinities (real or dry run);
 //! - [`state`]: the state file and `restore`;
 //! - [`metrics`]: the loopback Prometheus endpoint;
@@ -46,6 +47,7 @@ pub mod inventory;
 pub mod loopstats;
 pub mod metrics;
 pub mod observe;
+pub mod perfring;
 pub mod procfs;
 pub mod qmp;
 pub mod report;
