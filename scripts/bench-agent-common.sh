@@ -4,9 +4,16 @@
 # sleep), and a cleanup that kills the hog and removes the scratch directory
 # on every exit path. Sets A (ampsched), W (ampsched-workload), H (the hog),
 # TMP and HOG; defines load (prints the load average).
+# BENCH_AGENT_PREBUILT=1 uses the release binaries as they are: inside /work/wt/quiet.sh-like
+# windows, which SIGSTOP other sessions' cargo, a build can wait forever for the package-cache
+# lock a stopped cargo holds.
 TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
-echo "== building (release)"
-cargo build -q --release -p ampsched-cli -p ampsched-agent
+if [ "${BENCH_AGENT_PREBUILT:-0}" = 1 ]; then
+  echo "== release binaries as built (BENCH_AGENT_PREBUILT=1)"
+else
+  echo "== building (release)"
+  cargo build -q --release -p ampsched-cli -p ampsched-agent
+fi
 A="$TARGET/release/ampsched"; W="$TARGET/release/ampsched-workload"; H="$TARGET/release/ampsched-hog"
 TMP="$(mktemp -d)"
 HOG=""

@@ -27,12 +27,12 @@
 #     and 256 managed threads (targets: ≤ 200 µs per period and ≤ 1 % of one
 #     CPU at 30 ms with 64 threads).
 #
-# Figures (docs/agent.md; quiet 2-vCPU machine, load 1.4-3.5; medians of 5 interleaved runs):
-#   (a) default 2.367 s, agent 2.382 s: +0.6 %
-#   (b) default 5.881 s, agent 6.205 s: +5.5 % (a fair policy cannot tell the worker from spinners)
-#   (e) default 4.062 s, agent 3.044 s: -25.1 %
-#   (c) |t1 - t2| default 0.899 s, agent 0.014 s
-#   (d) 64 threads 155 us/period, 0.70 % of one CPU; 256 threads 357 us, 1.61 %
+# Figures (docs/agent.md): (r) and (s) of 27 Nov 08:39 (quiet window, load 1.6-2.0, 7 runs):
+#   (r) per run p50 median 85 us, p99 median 321 us, worst run's p99 681 us
+#   (s) true +1.7 ms, sleep 0.05 +2.5 ms (medians of 28 interleaved pairs)
+# (a), (b), (e), (c) were measured for the first agent and not reproduced since (the suite
+# below replaces them); (d) 64 threads 155 us/period, 0.70 % of one CPU; 256 threads 357 us.
+# BENCH_AGENT_PREBUILT=1 skips the build (inside a window that pauses other sessions' cargo).
 #
 # The real-workload suite (issue 15 D6: stress-ng, sysbench, xz, make, numpy, rt-app,
 # barriers, phased, two-process fairness; default Linux vs each placer, interleaved):
