@@ -14,6 +14,7 @@ use super::fixed;
 use super::task::{Act, Plan, St};
 use super::{Sim, Stop};
 use ampsched_model::{CpuId, Nanos, TaskId};
+use std::cmp::Reverse;
 
 impl Sim {
     pub(super) fn set_state(&mut self, t: TaskId, st: St) {
@@ -192,13 +193,16 @@ impl Sim {
             // A fixed-length run reaches its horizon.
             Stop::Duration(_) => self.events_done += 1,
             // A run that may end early counts those keyed before its last event (`finish`).
+            // Kept in a min-heap and counted as the run passes them: a plan is
+            // superseded before its key (it never got an entry), so `k` is still ahead.
             Stop::AllDone { .. } => {
-                self.ghosts.push(k);
-                if self.ghosts.len() >= 1024 + 2 * self.tasks.len() {
-                    let now = self.last_key;
-                    let before = self.ghosts.len();
-                    self.ghosts.retain(|g| *g > now);
-                    self.events_done += (before - self.ghosts.len()) as u64;
+                self.ghosts.push(Reverse(k));
+                while let Some(&Reverse(g)) = self.ghosts.peek() {
+                    if g >= self.last_key {
+                        break;
+                    }
+                    self.ghosts.pop();
+                    self.events_done += 1;
                 }
             }
         }

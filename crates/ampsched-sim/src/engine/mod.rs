@@ -68,7 +68,8 @@ use cpu::{Cpu, FastIdleSlowBusy};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use series::Series;
-use std::collections::{BTreeMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::sync::Arc;
 use sync::SyncObj;
 use task::{Act, St, Task};
@@ -103,8 +104,9 @@ pub struct Sim {
     events_done: u64,
     /// Events that found their timer superseded (popped stale, or planned and replaced before queued).
     superseded: u64,
-    /// Superseded plans of a run that may end early, counted in `finish` if keyed before `last_key`.
-    ghosts: Vec<clock::Key>,
+    /// Superseded plans of a run that may end early and still ahead of `last_key`, earliest on
+    /// top: counted as the run passes them (`superseded_plan`), the rest in `finish` if passed.
+    ghosts: BinaryHeap<Reverse<clock::Key>>,
     /// Key of the event being handled (0 before the first).
     last_key: clock::Key,
     stats_interval: Nanos,
@@ -194,7 +196,7 @@ impl Sim {
             live,
             events_done: 0,
             superseded: 0,
-            ghosts: Vec::new(),
+            ghosts: BinaryHeap::new(),
             last_key: 0,
             stats_interval: cfg.stats_interval,
             wake_latency: cfg.wake_latency,

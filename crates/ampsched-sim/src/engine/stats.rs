@@ -117,7 +117,7 @@ impl Sim {
         let counters = self.disp.counters().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         // Superseded plans of a run that ended early: those keyed before its last event.
         let last = self.last_key;
-        self.events_done += self.ghosts.iter().filter(|g| **g < last).count() as u64;
+        self.events_done += self.ghosts.iter().filter(|g| g.0 < last).count() as u64;
         RunResult {
             scenario: self.name.clone(),
             dispatcher: self.disp.name().to_string(),

@@ -312,3 +312,23 @@ fn a_periodic_task_reports_rt_app_slack_and_deadline_misses() {
     let r = run(machine(&[1.0]), vec![vec![compute(1), Op::End]]);
     assert!(r.tasks[0].periodic.is_none());
 }
+
+#[test]
+fn superseded_plans_count_the_same_whether_a_run_ends_by_time_or_when_all_are_done() {
+    // Two tasks of 40 ms on one CPU, 20 µs slices: each switch-in plans a
+    // completion (now + work left) that the next preemption supersedes, about
+    // 4000 plans, most never queued (a task's first plan is earlier). A
+    // fixed-length run counts each as the stale event it would have been when
+    // it is superseded; a run that ends when all are done counts those keyed
+    // before its last event. Both end at the same event (80 ms), so both
+    // count the same events, with thousands of superseded plans outstanding at once.
+    let progs = || vec![vec![compute(40), Op::End], vec![compute(40), Op::End]];
+    let all_done = Sim::new(config(machine(&[1.0]), progs(), Nanos(20_000))).run();
+    assert!(all_done.all_done);
+    assert_eq!(all_done.end_ns, 80 * MS);
+    let mut cfg = config(machine(&[1.0]), progs(), Nanos(20_000));
+    cfg.stop = Stop::Duration(Nanos(80 * MS));
+    let timed = Sim::new(cfg).run();
+    assert!(all_done.events > 4000, "{}", all_done.events);
+    assert_eq!(all_done.events, timed.events);
+}
