@@ -279,6 +279,10 @@ pub struct NoiseGroupSpec {
     pub fraction_off: Option<f64>,
     /// Exponentially distributed lengths (seeded). Default false.
     pub random: Option<bool>,
+    /// Bursty noise only: a burst is a stall of the CPU, which decides its slice
+    /// ends and ticks due inside it only at its end. Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<bool>,
 }
 
 /// Cache parameters (all optional; defaults in `topology`).

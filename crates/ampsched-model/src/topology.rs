@@ -37,6 +37,10 @@ pub enum NoiseSpec {
         off: Nanos,
         /// Draw lengths from an exponential distribution (seeded) instead of fixed.
         random: bool,
+        /// A burst stalls the CPU itself (a vCPU thread off its host CPU): the
+        /// slice ends and ticks due inside it are decided at its end.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        stall: bool,
     },
 }
 

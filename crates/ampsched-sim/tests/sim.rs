@@ -324,3 +324,14 @@ fn migrations_across_memory_domains_pay_a_cache_refill() {
         "lost {lost_ms} ms of work for {remote} migrations"
     );
 }
+
+#[test]
+fn stall_marks_bursty_noise_only() {
+    let m = |noise: &str| {
+        format!("[machine]\ncpus = [{{ class = \"slow\" }}]\nnoise = [{noise}]\n[[domain]]\nname = \"a\"\nvcpus = 1\nworkload = {{ model = \"mcf\" }}\n")
+    };
+    let sc = scenario(&m("{ cpus = \"0\", on_ms = 1, off_ms = 4, fraction_on = 0.95, stall = true }"));
+    assert!(matches!(sc.topo.cpus[0].noise, ampsched_model::NoiseSpec::Bursty { stall: true, .. }));
+    let e = err(&m("{ cpus = \"0\", fraction = 0.1, stall = true }"));
+    assert!(e.contains("machine.noise[0].stall") && e.contains("bursty noise only"), "{e}");
+}

@@ -29,9 +29,14 @@ pub(super) fn rt_loads_for(mut topo: Topology, models_rt: bool) -> Topology {
         c.noise = match c.noise.clone() {
             NoiseSpec::None => NoiseSpec::Constant { fraction: r.duty() },
             NoiseSpec::Constant { fraction } => NoiseSpec::Constant { fraction: both(fraction) },
-            NoiseSpec::Bursty { fraction_on, fraction_off, on, off, random } => {
-                NoiseSpec::Bursty { fraction_on: both(fraction_on), fraction_off: both(fraction_off), on, off, random }
-            }
+            NoiseSpec::Bursty { fraction_on, fraction_off, on, off, random, stall } => NoiseSpec::Bursty {
+                fraction_on: both(fraction_on),
+                fraction_off: both(fraction_off),
+                on,
+                off,
+                random,
+                stall,
+            },
         };
     }
     topo
@@ -56,6 +61,10 @@ pub(super) struct Cpu {
     /// Share of its time left to the task: 1 − `noise`, fixed-point.
     pub(super) avail: u64,
     pub(super) noise_on: bool,
+    /// Its bursts are stalls (`NoiseSpec::Bursty::stall`): timer decisions wait for their end.
+    pub(super) stalls: bool,
+    /// A tick came due inside a stall and is owed at its end.
+    pub(super) tick_owed: bool,
     pub(super) acc_since: Nanos,
     pub(super) busy: u128,
     pub(super) idle: u128,
@@ -81,6 +90,8 @@ impl Cpu {
             noise: 0.0,
             avail: 0,
             noise_on: false,
+            stalls: matches!(c.noise, NoiseSpec::Bursty { stall: true, .. }),
+            tick_owed: false,
             acc_since: Nanos::ZERO,
             busy: 0,
             idle: 0,
@@ -95,6 +106,12 @@ impl Cpu {
             NoiseSpec::Bursty { fraction_off, .. } => fraction_off,
         });
         cpu
+    }
+
+    /// Whether the CPU is inside a stall now (a burst of stalling noise).
+    #[inline]
+    pub(super) fn stalled(&self) -> bool {
+        self.stalls && self.noise_on
     }
 
     /// Noise now steals `fraction` of this CPU's time.

@@ -16,6 +16,20 @@
 //! vCPU); spinning waits keep it runnable and burn CPU; lock-holder
 //! preemption emerges because the engine knows who holds what.
 //!
+//! Stalls (bursty noise with `stall`: a vCPU thread off its host CPU): a
+//! CPU's timer-driven decisions — its slice end and its dispatcher tick —
+//! due inside a stall are taken at the stall's end, tick first. That is
+//! Xen's rule under a host that deschedules a pCPU: `s_timer_fn` and
+//! `csched_tick` run from the pCPU's own timer softirq, which a stalled pCPU
+//! handles only when it runs again (`__do_softirq` in `common/softirq.c`
+//! takes `TIMER_SOFTIRQ` before `SCHEDULE_SOFTIRQ`), and the next slice ends
+//! `next_time` after the moment `schedule()` ran (`do_schedule` in
+//! `common/sched/core.c`: `set_timer(&sr->s_timer, now + prev->next_time)`),
+//! the next tick `tick_period` after `csched_tick` ran (`credit.c`:
+//! `set_timer(&spc->ticker, NOW() + …)`) — so the CPU's slice boundaries
+//! drift by the stalls. Noise without `stall` only slows the work.
+//! Reschedules asked by other CPUs (`Effects::resched`) are not deferred.
+//!
 //! Invariants (debug-asserted): a task runs on at most one CPU; a running
 //! task's CPU has it as `curr`; only runnable tasks are picked.
 //!
@@ -304,10 +318,33 @@ impl Sim {
         }
     }
 
+    /// CPU `c`'s stall ended: take the tick and the slice end that came due
+    /// inside it, in Xen's softirq order (timers, then `schedule`).
+    fn stall_ended(&mut self, c: CpuId) {
+        let now = self.now;
+        let cpu = &mut self.cpus[c.idx()];
+        let tick = std::mem::take(&mut cpu.tick_owed);
+        let slice = cpu.curr.is_some() && cpu.slice_at <= now && cpu.slice_ev_at > now;
+        if slice {
+            cpu.slice_ev_at = now;
+        }
+        if tick {
+            self.push(now, Ev::Tick(c));
+        }
+        if slice {
+            self.push(now, Ev::SliceEnd(c));
+        }
+    }
+
     fn handle(&mut self, k: clock::Key, ev: Ev) {
         match ev {
             Ev::Tick(c) => {
                 if self.cpus[c.idx()].curr.is_some() {
+                    if self.cpus[c.idx()].stalled() {
+                        // The ticker's softirq waits for the stall's end (module essay).
+                        self.cpus[c.idx()].tick_owed = true;
+                        return;
+                    }
                     let mut fx = std::mem::take(&mut self.fx);
                     self.disp.tick(&view!(self), c, &mut fx);
                     self.fx = fx;
@@ -334,6 +371,10 @@ impl Sim {
                     cpu.slice_ev_at = Nanos::MAX;
                 }
                 if let Some(t) = cpu.curr.filter(|_| cpu.slice_at <= self.now) {
+                    if cpu.stalled() {
+                        // Decided at the stall's end (`stall_ended`).
+                        return;
+                    }
                     // A compute ending at this very instant completes first (its OpDone
                     // is due now too): re-queue the slice end once, behind it.
                     if !std::mem::take(&mut cpu.slice_deferred) {
@@ -412,6 +453,9 @@ impl Sim {
                 }
                 let d = self.noise_len(ci, on);
                 self.push(self.now + d, Ev::Noise(c));
+                if !on && self.cpus[ci].stalls {
+                    self.stall_ended(c);
+                }
             }
             Ev::Place => self.run_placer(),
             Ev::TraceSample => {

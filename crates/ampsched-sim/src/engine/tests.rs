@@ -332,3 +332,104 @@ fn superseded_plans_count_the_same_whether_a_run_ends_by_time_or_when_all_are_do
     assert!(all_done.events > 4000, "{}", all_done.events);
     assert_eq!(all_done.events, timed.events);
 }
+
+/// Bursty noise on CPU 0: free for 9 ms, then a 2 ms burst at noise 0.5,
+/// fixed lengths (bursts at 9-11, 20-22, 31-33, 42-44, 53-55 ms, …).
+fn bursts(topo: &mut Topology, stall: bool) {
+    topo.cpus[0].noise = NoiseSpec::Bursty {
+        fraction_on: 0.5,
+        fraction_off: 0.0,
+        on: Nanos(2 * MS),
+        off: Nanos(9 * MS),
+        random: false,
+        stall,
+    };
+}
+
+#[test]
+fn a_slice_ending_inside_a_stall_ends_at_the_stall_and_the_next_one_runs_from_there() {
+    // One CPU, FCFS with 10 ms slices, tasks A and B of 25 ms each, the
+    // bursts above. A burst does half the work per ms.
+    // Plain bursts: slices end on the 10 ms grid. A 0-10 (9 + 0.5 = 9.5 ms
+    // of work), B 10-20 (0.5 + 9 = 9.5), A 20-30 (1 + 8: 18.5), B 30-40
+    // (1 + 1 + 7: 18.5), A from 40 needs 6.5: 40-42 gives 2, 42-44 1, then
+    // 3.5 more: done at 47.5.
+    // Stalls: a slice end due inside a burst is decided at its end, and the
+    // next slice runs 10 ms from there (Xen's `now + prev->next_time`).
+    // A 0-11 (due at 10, inside 9-11: 9 + 1 = 10), B 11-22 (due 21, inside
+    // 20-22: 9 + 1 = 10), A 22-33 (due 32, inside 31-33: 20), B 33-44 (due
+    // 43, inside 42-44: 20), A 44-49 (its last 5 ms), B 49-55 (49-53 gives
+    // 4, the last 1 ms takes the burst 53-55).
+    let progs = || vec![vec![compute(25), Op::End], vec![compute(25), Op::End]];
+    let mut done = Vec::new();
+    for stall in [false, true] {
+        let mut topo = machine(&[1.0]);
+        bursts(&mut topo, stall);
+        let r = Sim::new(config(topo, progs(), Nanos(10 * MS))).run();
+        done.push((done_ms(&r.tasks[0]), done_ms(&r.tasks[1])));
+    }
+    assert_eq!(done, vec![(47.5, 55.0), (49.0, 55.0)]);
+}
+
+/// FCFS with a dispatcher tick every `period` that records when it ran.
+struct Ticking {
+    fcfs: Fcfs,
+    period: Nanos,
+    ran: Arc<std::sync::Mutex<Vec<u64>>>,
+}
+
+impl Dispatcher for Ticking {
+    fn name(&self) -> &'static str {
+        "ticking"
+    }
+    fn tick_period(&self) -> Nanos {
+        self.period
+    }
+    fn account_period(&self) -> Nanos {
+        Nanos::ZERO
+    }
+    fn init(&mut self, v: &SysView) {
+        self.fcfs.init(v);
+    }
+    fn wake(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
+        self.fcfs.wake(v, t, fx);
+    }
+    fn block(&mut self, _v: &SysView, _t: TaskId, _cpu: CpuId, _fx: &mut Effects) {}
+    fn tick(&mut self, v: &SysView, _cpu: CpuId, _fx: &mut Effects) {
+        self.ran.lock().expect("tick log").push(v.now.0);
+    }
+    fn account(&mut self, _v: &SysView, _fx: &mut Effects) {}
+    fn pick_next(&mut self, v: &SysView, cpu: CpuId, prev: Option<TaskId>, runnable: bool, fx: &mut Effects) -> Pick {
+        self.fcfs.pick_next(v, cpu, prev, runnable, fx)
+    }
+    fn affinity_changed(&mut self, _v: &SysView, _t: TaskId, _fx: &mut Effects) {}
+}
+
+#[test]
+fn a_tick_due_inside_a_stall_runs_at_its_end_and_the_next_comes_a_period_later() {
+    // One task of 27.5 ms on CPU 0 with the bursts above and a 5 ms tick:
+    // it loses 1 ms of work to each of the bursts 9-11 and 20-22, so it
+    // ends at 29.5 ms either way.
+    // Plain bursts: ticks at 5, 10, 15, 20, 25 (the one at 30 finds the CPU idle).
+    // Stalls: the tick due at 10 runs at the burst's end, 11, and the next
+    // is a period after it ran (credit's `set_timer(&spc->ticker, NOW() + …)`):
+    // 16, then 21 → 22 (inside 20-22), 27.
+    let mut seen = Vec::new();
+    for stall in [false, true] {
+        let mut topo = machine(&[1.0]);
+        bursts(&mut topo, stall);
+        let mut cfg = config(topo, vec![vec![compute_us(27_500), Op::End]], Nanos::MAX);
+        let ran = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let fcfs = Fcfs { queue: VecDeque::new(), kicked: Vec::new(), slice: Nanos::MAX };
+        cfg.dispatcher = Box::new(Ticking { fcfs, period: Nanos(5 * MS), ran: ran.clone() });
+        let r = Sim::new(cfg).run();
+        assert_eq!(r.tasks[0].completion_ns, Some(29_500_000));
+        let ms: Vec<f64> = ran.lock().expect("tick log").iter().map(|t| *t as f64 / MS as f64).collect();
+        seen.push(ms);
+    }
+    assert_eq!(seen, vec![vec![5.0, 10.0, 15.0, 20.0, 25.0], vec![5.0, 11.0, 16.0, 22.0, 27.0]]);
+}
+
+fn compute_us(us: u64) -> Op {
+    Op::Compute { work: Nanos(us * 1_000), mem: 0.0, ws_kb: 0, overlap: 1.0 }
+}

@@ -365,6 +365,12 @@ fn build_topology(spec: &ScenarioSpec) -> Result<Topology, ModelError> {
                 Err(ModelError::new(format!("{p}.{field}"), format!("must be in [0, {MAX_NOISE}], got {v}")))
             }
         };
+        if nz.stall.is_some() && nz.on_ms.is_none() {
+            return Err(ModelError::new(
+                format!("{p}.stall"),
+                "`stall` applies to bursty noise only (give `on_ms`, `off_ms` and `fraction_on`)",
+            ));
+        }
         let noise = match (nz.fraction, nz.on_ms, nz.off_ms) {
             (Some(_), None, None) => NoiseSpec::Constant { fraction: frac(nz.fraction, "fraction")? },
             (None, Some(on), Some(off)) => {
@@ -380,6 +386,7 @@ fn build_topology(spec: &ScenarioSpec) -> Result<Topology, ModelError> {
                     on: Nanos::from_ms_f64(on),
                     off: Nanos::from_ms_f64(off),
                     random: nz.random.unwrap_or(false),
+                    stall: nz.stall.unwrap_or(false),
                 }
             }
             _ => {
