@@ -32,6 +32,8 @@ A scenario is a TOML file (see docs/xen.md and scripts/xen-lab/scenarios/):
                          # boot, unpinned at GO): the run starts from a known placement
   repeat_s = 0           # > 0: run the workload again and again for this long (abort stress test)
   # top level: rseq = true  (false: glibc's rseq registration off in the guests' workload)
+  # top level: tcg = "multi" (one host thread per pCPU) | "single" (all pCPUs in one host thread)
+  # top level: guest = "pv" | "pvh" (the guests' virtualisation mode; PVH runs on Xen's HVM/SVM)
 
 Everything comes from Debian packages by name (scripts/xen-lab/fetch); QEMU
 and every helper are killed on any exit; the host's /boot is not touched.
@@ -83,8 +85,10 @@ SLOW_MODES = ("quota", "nice", "share", "none")
 CGROUP_CPU = Path(os.environ.get("AMPSCHED_CGROUP_CPU", "/sys/fs/cgroup/cpu"))  # cgroup v1 cpu controller
 DOMAIN_KEYS = {"name", "vcpus", "weight", "workload", "fast_vcpus", "prio", "type", "pin", "memory", "repeat_s", "start"}
 RUN_COUNTERS = {"fast_ms", "slow_ms", "migrations", "class_migrations", "fast_grants", "cosched_ops"}
+TCG_MODES = ("multi", "single")  # QEMU's -accel tcg,thread=...
+GUEST_TYPES = ("pv", "pvh")  # xl's type = ... for the guests
 TOP_KEYS = {"name", "description", "pcpus", "fast", "sched", "cosched", "lowpar", "slow", "timeout_s",
-            "boot_timeout_s", "tslice_ms", "domain", "case", "policy", "slow_share", "fast_share", "rseq"}
+            "boot_timeout_s", "tslice_ms", "domain", "case", "policy", "slow_share", "fast_share", "rseq", "tcg", "guest"}
 
 
 class LabError(Exception):
@@ -132,6 +136,8 @@ def validate(sc: dict, src: str) -> dict:
     sc.setdefault("boot_timeout_s", 420)
     sc.setdefault("tslice_ms", 30)
     sc.setdefault("rseq", True)
+    sc.setdefault("tcg", "multi")
+    sc.setdefault("guest", "pv")
     p = sc["pcpus"]
     if not isinstance(p, int) or not 1 <= p <= MAX_PCPUS - 1:
         bad("pcpus", p, f"an integer 1..{MAX_PCPUS - 1} (the lab emulates at most {MAX_PCPUS} pCPUs, one is dom0's)")
@@ -154,6 +160,13 @@ def validate(sc: dict, src: str) -> dict:
         bad("lowpar", sc["lowpar"], "an integer >= 0")
     if not isinstance(sc["rseq"], bool):
         bad("rseq", sc["rseq"], "true | false (glibc's rseq registration in the guests' static workload)")
+    if sc["tcg"] not in TCG_MODES:
+        bad("tcg", sc["tcg"], f"one of {', '.join(TCG_MODES)} (QEMU's -accel tcg,thread=...)")
+    if sc["guest"] not in GUEST_TYPES:
+        bad("guest", sc["guest"], f"one of {', '.join(GUEST_TYPES)} (the guests' xl type)")
+    if sc["tcg"] == "single" and sc["fast"] and sc["slow"] != "none":
+        bad("tcg", sc["tcg"], "\"single\" runs every pCPU in one host thread, which cannot make some pCPUs "
+            "slower than others: use fast = 0 or slow = \"none\"")
     if not isinstance(sc["tslice_ms"], int) or not 1 <= sc["tslice_ms"] <= 1000:
         bad("tslice_ms", sc["tslice_ms"], "an integer 1..1000 (credit1's range)")
     doms = sc.get("domain")
@@ -277,7 +290,7 @@ def scenario_script(sc: dict) -> str:
     for d in sc["domain"]:
         n = d["name"]
         wl = ",".join(d["workload"])
-        cfg = (f'name = "{n}"\ntype = "pv"\nkernel = "/guest/vmlinuz"\nramdisk = "/guest/initrd.gz"\n'
+        cfg = (f'name = "{n}"\ntype = "{sc["guest"]}"\nkernel = "/guest/vmlinuz"\nramdisk = "/guest/initrd.gz"\n'
                f'memory = {d["memory"]}\nvcpus = {d["vcpus"]}\npool = "guests"\non_poweroff = "preserve"\n'
                f'extra = "console=hvc0 quiet loglevel=3 ampsched.name={n} ampsched.wl={wl} '
                f'ampsched.rseq={int(sc["rseq"])} ampsched.repeat_s={d["repeat_s"]}"\n')
@@ -403,7 +416,8 @@ class Machine:
         n = self.sc["pcpus"] + 1
         mem = 512 + sum(d["memory"] + 32 for d in self.sc["domain"]) + 256
         self.qmp_path = self.dir / "qmp.sock"
-        cmd = ["qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max", "-smp", str(n), "-m", str(mem),
+        cmd = ["qemu-system-x86_64", "-accel", f"tcg,thread={self.sc['tcg']}", "-cpu", "max",
+               "-smp", str(n), "-m", str(mem),
                "-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
                "-qmp", f"unix:{self.qmp_path},server=on,wait=off",
                "-kernel", str(XEN_IMAGE), "-append", self.xen_cmdline(),
@@ -905,7 +919,9 @@ def host_noise(sc: dict, raw: dict, cal: dict | None = None) -> dict | None:
     pCPUs; the simulator gets the same on/off pattern as bursty noise (exponential lengths) and
     the class speed divided by the mean availability, so the average speed is unchanged and only
     its distribution in time is added: a spinning barrier waits for a stalled sibling, as on the
-    host. None when the run has no host samples."""
+    host. The bursts are stalls (`stall = true`): a slice end or tick due inside one is decided at
+    its end, as Xen's timer softirq runs only when the pCPU's thread is back on a host CPU, so
+    each pCPU's slices drift apart as in Xen. None when the run has no host samples."""
     h = raw.get("host") or {}
     shares, bursts = h.get("all_busy"), h.get("burst_ms")
     p, nf = sc["pcpus"], sc["fast"]
@@ -954,7 +970,7 @@ def sim_scenario(sc: dict, ratio: float, ms_unit: float, seeds: int, host: dict 
             mean_avail = (r + (1.0 - STALL_NOISE) * stall) / (r + stall)
             scale[i] = 1.0 / mean_avail
             noise += ["[[machine.noise]]", f"cpus = \"{i}\"", f"on_ms = {stall:.4f}", f"off_ms = {r:.4f}",
-                      f"fraction_on = {STALL_NOISE}", "fraction_off = 0.0", "random = true"]
+                      f"fraction_on = {STALL_NOISE}", "fraction_off = 0.0", "random = true", "stall = true"]
     else:
         noise = ["[[machine.noise]]", f"cpus = \"0-{p - 1}\"", "on_ms = 0.1", "off_ms = 5.0",
                  "fraction_on = 0.9", "random = true"]
@@ -1193,6 +1209,8 @@ def main(argv: list[str]) -> int:
     r.add_argument("--sched", choices=SCHEDS, help="override the scenario's sched")
     r.add_argument("--cosched", choices=COSCHEDS, help="override the scenario's cosched")
     r.add_argument("--rseq", choices=("on", "off"), help="override the scenario's rseq")
+    r.add_argument("--tcg", choices=TCG_MODES, help="override the scenario's tcg (QEMU's -accel tcg,thread=...)")
+    r.add_argument("--guest", choices=GUEST_TYPES, help="override the scenario's guest type (xl's type)")
     c = sub.add_parser("calibrate")
     c.add_argument("--out", type=Path)
     c.add_argument("--pcpus", type=int, default=4)
@@ -1226,6 +1244,10 @@ def main(argv: list[str]) -> int:
             ov = {k: v for k, v in (("sched", a.sched), ("cosched", a.cosched)) if v}
             if a.rseq:
                 ov["rseq"] = a.rseq == "on"
+            if a.tcg:
+                ov["tcg"] = a.tcg
+            if a.guest:
+                ov["guest"] = a.guest
             cmd_run(a.scenario, out, a.runs, ov)
         elif a.cmd == "calibrate":
             calibrate(out, a.pcpus, a.fast)

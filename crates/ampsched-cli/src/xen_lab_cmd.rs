@@ -60,6 +60,15 @@ enum XenLabCmd {
         /// Override the scenario's co-scheduling: none | cs | cds | pcs | bcs.
         #[arg(long)]
         cosched: Option<String>,
+        /// Override the scenario's glibc rseq registration in the guests: on | off.
+        #[arg(long)]
+        rseq: Option<String>,
+        /// Override the scenario's QEMU TCG threading: multi | single.
+        #[arg(long)]
+        tcg: Option<String>,
+        /// Override the scenario's guest type: pv | pvh.
+        #[arg(long)]
+        guest: Option<String>,
     },
     /// Measure each emulated pCPU's speed from inside a guest.
     Calibrate {
@@ -81,6 +90,12 @@ enum XenLabCmd {
         /// Simulator seeds per case.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
         seeds: u32,
+        /// Reuse the lab boots already in --out (redo the simulator side only).
+        #[arg(long)]
+        reuse: bool,
+        /// Boot the cases only, no simulator (then --reuse for the rows).
+        #[arg(long)]
+        lab_only: bool,
     },
     /// Print a comparison.json as the markdown table of docs/xen.md.
     Table {
@@ -106,10 +121,12 @@ impl XenLabCmd {
             XenLabCmd::Build => v.push("build".into()),
             XenLabCmd::Prepare => v.push("prepare".into()),
             XenLabCmd::Check { scenario } => v.extend(["check".into(), scenario.display().to_string()]),
-            XenLabCmd::Run { scenario, out: o, runs, sched, cosched } => {
+            XenLabCmd::Run { scenario, out: o, runs, sched, cosched, rseq, tcg, guest } => {
                 v.extend(["run".into(), scenario.display().to_string(), "--runs".into(), runs.to_string()]);
                 out(&mut v, o);
-                for (flag, val) in [("--sched", sched), ("--cosched", cosched)] {
+                let overrides =
+                    [("--sched", sched), ("--cosched", cosched), ("--rseq", rseq), ("--tcg", tcg), ("--guest", guest)];
+                for (flag, val) in overrides {
                     if let Some(x) = val {
                         v.extend([flag.into(), x.clone()]);
                     }
@@ -119,7 +136,7 @@ impl XenLabCmd {
                 v.push("calibrate".into());
                 out(&mut v, o);
             }
-            XenLabCmd::Compare { out: o, calibration, only, seeds } => {
+            XenLabCmd::Compare { out: o, calibration, only, seeds, reuse, lab_only } => {
                 v.push("compare".into());
                 out(&mut v, o);
                 if let Some(c) = calibration {
@@ -130,6 +147,11 @@ impl XenLabCmd {
                     v.extend(only.iter().cloned());
                 }
                 v.extend(["--seeds".into(), seeds.to_string()]);
+                for (flag, on) in [("--reuse", reuse), ("--lab-only", lab_only)] {
+                    if *on {
+                        v.push(flag.into());
+                    }
+                }
             }
             XenLabCmd::Table { comparison } => v.extend(["table".into(), comparison.display().to_string()]),
         }

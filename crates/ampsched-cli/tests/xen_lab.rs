@@ -78,6 +78,22 @@ fn start_placement_repeat_and_rseq_are_checked_before_booting() {
         "rseq = \"yes\"\n[[domain]]\nname = \"vm1\"\nworkload = [\"spin\", \"--units\", \"10\"]\n",
         &["rseq = 'yes'", "true | false"],
     );
+    // One TCG thread for every pCPU cannot make some pCPUs slower than others.
+    rejected(
+        "tcg-unknown",
+        "tcg = \"parallel\"\n[[domain]]\nname = \"vm1\"\nworkload = [\"spin\", \"--units\", \"10\"]\n",
+        &["tcg = 'parallel'", "one of multi, single"],
+    );
+    rejected(
+        "tcg-single-asymmetric",
+        "tcg = \"single\"\npcpus = 2\nfast = 1\n[[domain]]\nname = \"vm1\"\nworkload = [\"spin\", \"--units\", \"10\"]\n",
+        &["tcg = 'single'", "fast = 0 or slow = \"none\""],
+    );
+    rejected(
+        "guest-hvm",
+        "guest = \"hvm\"\n[[domain]]\nname = \"vm1\"\nworkload = [\"spin\", \"--units\", \"10\"]\n",
+        &["guest = 'hvm'", "one of pv, pvh"],
+    );
 }
 
 #[test]
