@@ -33,7 +33,9 @@
 //! (`sched_rt_runtime_us`, 950 ms of each second) let the other side run.
 //!
 //! Per period (default 30 ms): inventory → observe → decide → cooperate → back-off → apply →
-//! export, then sleep to the next deadline. ESRCH and EPERM are logged and
+//! export, then sleep to the next deadline (cooperate, back-off and the order of the changes
+//! are one call, `ampsched_policy::gate::body::Body::period`, which the simulator's `[agent]`
+//! body runs too). ESRCH and EPERM are logged and
 //! skipped. On exit (normal, SIGINT, SIGTERM, SIGHUP, target exit, or a panic
 //! unwinding through the loop) every changed thread gets its original back
 //! and the state file is removed.
@@ -58,10 +60,9 @@ use crate::trace::AgentTrace;
 use crate::AgentError;
 use ampsched_model::spec::PolicySpec;
 use ampsched_model::Nanos;
-use ampsched_policy::gate::backoff::{group_work, hands_off_filter, saturated, Backoff, BackoffParams};
-use ampsched_policy::gate::cooperate::{
-    cooperate, fast_set, kept_from_fast, on_idle_fast_cpu, order_changes, spread_stacked, Confined, Load,
-};
+use ampsched_policy::gate::backoff::BackoffParams;
+use ampsched_policy::gate::body::Body;
+use ampsched_policy::gate::cooperate::{fast_set, kept_from_fast, on_idle_fast_cpu, Confined};
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -157,14 +158,12 @@ pub struct Agent {
     /// When the last change was applied (monotonic ns): idle switches before it may be the
     /// agent's own migrations and are not reacted to.
     applied_at_ns: u64,
-    /// Per-group measurement of the agent against the kernel alone.
-    backoff: Backoff,
+    /// The gate and the per-group measurement of the agent against the kernel alone
+    /// (`ampsched_policy::gate::body`).
+    backoff: Body,
     /// Fork records of the launched jobs (`crate::forks`), and a buffer for them.
     forks: Vec<ForkWatch>,
     forked: Vec<crate::forks::Fork>,
-    /// Per group, this period's weighted run time and activity (reused).
-    gwork: Vec<f64>,
-    gactive: Vec<bool>,
 }
 
 /// Raise the agent's soft limit on open files to the hard limit (two or three kept-open
@@ -294,11 +293,9 @@ impl Agent {
             events_pending: None,
             idle: Vec::new(),
             applied_at_ns: 0,
-            backoff: Backoff::new(BackoffParams::default()),
+            backoff: Body::new(Some(BackoffParams::default())),
             forks: Vec::new(),
             forked: Vec::new(),
-            gwork: Vec::new(),
-            gactive: Vec::new(),
         })
     }
 
@@ -378,15 +375,12 @@ impl Agent {
         let obs = self.obs.observe(&mut self.inv, &self.d, &mut self.ex, &mut self.stats, now, elapsed, self.period);
         self.ex.record(&obs.snap)?;
         let decided = self.dec.decide(&self.d.topo, &obs.snap);
-        let load = Load::from_snapshot(&self.d.topo, &obs.snap);
-        if cooperate(&load, &obs.snap.tasks, decided, &mut self.coop) {
-            self.stats.contended_periods += 1;
-            spread_stacked(&obs.snap.tasks, &mut self.coop);
-        }
-        self.back_off(&obs.snap);
         // SAFETY: no preconditions.
         let me = u32::try_from(unsafe { libc::sched_getcpu() }).ok().and_then(|c| self.d.topo_id(c));
-        order_changes(&self.d.topo, me, &mut self.coop);
+        // The gate, the back-off and the order: the simulator's `[agent]` body runs the same.
+        let p = self.backoff.period(&self.d.topo, &obs.snap, decided, me, &mut self.coop);
+        self.stats.contended_periods += u64::from(p.contended);
+        self.back_off();
         let r = self.app.apply(&self.coop, &mut self.inv, &self.d, &mut self.ex, &mut self.stats);
         self.obs.recycle(obs.snap);
         self.stats.periods += 1;
@@ -397,12 +391,10 @@ impl Agent {
         Ok(())
     }
 
-    /// Do no harm: account the period to each group's mode, take the verdicts due, and leave
-    /// the groups that are hands-off now to the kernel (`ampsched_policy::gate::backoff`).
-    fn back_off(&mut self, snap: &ampsched_policy::Snapshot) {
-        group_work(&self.d.topo, snap, &mut self.gwork, &mut self.gactive);
-        self.backoff.set_saturated(saturated(snap));
-        for t in self.backoff.end_period(snap.period.0, &self.gwork, &self.gactive) {
+    /// Do no harm (`ampsched_policy::gate::backoff`, run by the body's period): count and log
+    /// the period's verdicts and show each group's mode.
+    fn back_off(&mut self) {
+        for t in self.backoff.transitions().to_vec() {
             if t.backed_off {
                 self.stats.backoffs += 1;
             } else {
@@ -412,8 +404,7 @@ impl Agent {
             self.ex.log(serde_json::json!({"event": if t.backed_off { "back-off" } else { "back-on" },
                 "target": name, "progress_managed": t.managed, "progress_hands_off": t.hands_off}));
         }
-        let bo = &self.backoff;
-        hands_off_filter(&snap.tasks, &|g| bo.hands_off(g), &mut self.coop);
+        let Some(bo) = self.backoff.backoff() else { return };
         let mut any = false;
         for (g, dom) in self.inv.domains.iter_mut().enumerate() {
             dom.hands_off = bo.hands_off(g);

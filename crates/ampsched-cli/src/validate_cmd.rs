@@ -45,6 +45,14 @@ pub struct ValidateArgs {
     /// `--json` file of this machine (its calibration, speed and unit).
     #[arg(long, value_name = "FILE")]
     resim: Option<PathBuf>,
+    /// Simulate each placer's decisions put in force as decided every period, without the
+    /// agent's body (contention gate, reaction to an idle fast CPU, back-off).
+    #[arg(long)]
+    sim_direct: bool,
+    /// The simulated agent's reaction to an idle fast CPU, µs (default: the agent's measured
+    /// median, 88 µs, docs/agent.md).
+    #[arg(long, value_name = "US")]
+    sim_reaction_us: Option<f64>,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -61,6 +69,9 @@ pub fn validate(a: ValidateArgs) -> Result<(), String> {
         _ => return Err("give a WORKLOAD file or --suite DIR (not both)".into()),
     };
     let slow = a.slow.as_deref().map(Slow::parse).transpose()?;
+    if a.sim_direct && a.sim_reaction_us.is_some() {
+        return Err("--sim-reaction-us is the agent body's: it has no effect with --sim-direct".into());
+    }
     if a.reps == 0 {
         return Err("--reps must be ≥ 1".into());
     }
@@ -84,6 +95,8 @@ pub fn validate(a: ValidateArgs) -> Result<(), String> {
         workload_bin: dir.join("ampsched-workload"),
         sim_only: a.sim_only,
         sim_params,
+        agent_body: !a.sim_direct,
+        reaction_us: a.sim_reaction_us,
     };
     // SAFETY: installing handlers that only store to an atomic.
     unsafe {

@@ -146,6 +146,13 @@ pub struct Options {
     /// values, `ampsched_agent::decide::agent_params`), so both bodies run the
     /// same placer. A placer not listed runs with its defaults.
     pub sim_params: BTreeMap<String, Params>,
+    /// Simulate each placer in the agent's body (a scenario's `[agent]`: the contention
+    /// gate, the reaction to an idle fast CPU, the back-off), as `ampsched run` runs it;
+    /// false: its decisions put in force as decided every period.
+    pub agent_body: bool,
+    /// The agent body's reaction to an idle fast CPU, µs (`[agent] reaction_us`; `None`: the
+    /// agent's measured median, `ampsched_sim::engine::AGENT_REACTION_US`).
+    pub reaction_us: Option<f64>,
 }
 
 /// One thread of one run.
@@ -263,6 +270,10 @@ pub struct Outcome {
     /// The parameters each placer ran with in the simulator (`Options::sim_params`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub placer_params: BTreeMap<String, Params>,
+    /// How the simulator ran the placers: its `[agent]` table, or `direct` (decisions put
+    /// in force as decided; `Options::agent_body`). Absent in files of before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sim_body: Option<String>,
 }
 
 /// An error before anything started (exit 2) or while running (exit 1).
@@ -386,6 +397,23 @@ impl SimInput {
     }
 }
 
+/// How the placers are simulated, as `Outcome::sim_body` records it (with placers only).
+fn sim_body(o: &Options) -> Option<String> {
+    (!o.placers.is_empty()).then(|| match agent_key(o).trim_end() {
+        "" => "direct".to_string(),
+        k => k.replace('\n', "; "),
+    })
+}
+
+/// The scenario's `[agent]` table for `o` (empty without the agent's body).
+fn agent_key(o: &Options) -> String {
+    match (o.agent_body, o.reaction_us) {
+        (false, _) => String::new(),
+        (true, None) => "[agent]\n".into(),
+        (true, Some(us)) => format!("[agent]\nreaction_us = {us:?}\n"),
+    }
+}
+
 fn simulate(
     input: &SimInput,
     topo: &Topology,
@@ -396,8 +424,9 @@ fn simulate(
     let scenario = |rep: u32| {
         let phase = o.slow.map(|sl| hog_phase_us(&sl, rep, o.reps)).unwrap_or(0);
         let text = format!(
-            "name = \"validate\"\nseed = 1\n{}[dispatcher]\nname = \"linux\"\n[placer]\nname = \"none\"\n[[domain]]\nname = \"w\"\nvcpus = {}\n{}\n",
+            "name = \"validate\"\nseed = 1\n{}[dispatcher]\nname = \"linux\"\n[placer]\nname = \"none\"\n{}[[domain]]\nname = \"w\"\nvcpus = {}\n{}\n",
             sim_machine(topo, o.slow, speed, phase),
+            agent_key(o),
             input.nthreads,
             input.domain_key
         );
@@ -947,8 +976,15 @@ pub fn validate(o: &Options, topo: &Topology, stop: &AtomicBool) -> Result<Outco
     configs.extend(o.placers.iter().cloned());
     let placer_params: BTreeMap<String, Params> =
         o.sim_params.iter().filter(|(k, _)| o.placers.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-    let mut out =
-        Outcome { rows: Vec::new(), partial: false, calibration_ns: None, speed: None, unit_ns: None, placer_params };
+    let mut out = Outcome {
+        rows: Vec::new(),
+        partial: false,
+        calibration_ns: None,
+        speed: None,
+        unit_ns: None,
+        placer_params,
+        sim_body: sim_body(o),
+    };
     let builtin_of = |i: usize| match &o.workloads[i] {
         Workload::Builtin(b) => Some(b),
         Workload::RtApp(_) => None,
@@ -1079,6 +1115,7 @@ pub fn resimulate(o: &Options, topo: &Topology, recorded: &Outcome) -> Result<Ou
         speed: recorded.speed,
         unit_ns: recorded.unit_ns,
         placer_params,
+        sim_body: sim_body(o),
     };
     let tmp = TempDir::new()?;
     for w in &o.workloads {
@@ -1264,6 +1301,19 @@ pub fn report(out: &Outcome) -> String {
         let kv: Vec<String> = params.iter().map(|(k, v)| format!("{k} = {}", param_text(v))).collect();
         let _ = writeln!(s, "simulated {placer} runs with the agent's parameters: {}", kv.join(", "));
     }
+    match out.sim_body.as_deref() {
+        Some("direct") => {
+            let _ = writeln!(s, "simulated placers: decisions put in force as decided every period (--sim-direct)");
+        }
+        Some(k) => {
+            let _ = writeln!(
+                s,
+                "simulated placers run in the agent's body ({k}): contention gate, reaction to an idle fast CPU, \
+                 back-off (docs/validation.md)"
+            );
+        }
+        None => {}
+    }
     if out.partial {
         let _ = writeln!(s, "PARTIAL: stopped before the end");
     }
@@ -1348,6 +1398,7 @@ mod tests {
             speed: None,
             unit_ns: None,
             placer_params: BTreeMap::new(),
+            sim_body: None,
         };
         let html = to_html(&out);
         // One figure from ampsched-charts (plotters' SVG backend, scaled by CSS: no fixed width).
@@ -1487,6 +1538,7 @@ mod tests {
             speed: None,
             unit_ns: Some(2000.0),
             placer_params: BTreeMap::new(),
+            sim_body: None,
         };
         let text = to_json(&recorded);
         let back: Outcome = serde_json::from_str(&text).unwrap();
@@ -1501,6 +1553,8 @@ mod tests {
             workload_bin: PathBuf::from("/x/ampsched-workload"),
             sim_only: false,
             sim_params: BTreeMap::new(),
+            agent_body: true,
+            reaction_us: None,
         };
         let topo = Topology::fast_slow(0, 1.0, 2, 1.0, 2);
         let out = resimulate(&o, &topo, &back).unwrap();

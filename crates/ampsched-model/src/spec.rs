@@ -102,6 +102,8 @@ pub mod limits {
     pub const MAX_RUNS: u32 = 10_000;
     /// Shortest statistics interval, ms (1 µs).
     pub const MIN_STATS_MS: f64 = 1e-3;
+    /// Longest reaction of the agent to an idle fast CPU, µs (`[agent] reaction_us`): one second.
+    pub const MAX_REACTION_US: f64 = 1e6;
 }
 
 /// A number as a person reads it: plain for ordinary magnitudes, `1e300` / `1e-12` for extreme ones.
@@ -176,6 +178,7 @@ mod ranged {
     ranged!(opt weight_opt, u32, check_u32, "weight", WEIGHT.0, WEIGHT.1, "credit weight");
     ranged!(opt cap_opt, u32, check_u32, "cap", 0, MAX_CAP, "% of one CPU, 0 = none");
     ranged!(one at_ms, f64, check_f64, "at_ms", 0.0, MAX_MS, "ms of simulated time");
+    ranged!(opt reaction_us_opt, f64, check_f64, "reaction_us", 0.0, MAX_REACTION_US, "µs from a fast CPU going idle to the agent's move");
 }
 
 /// A whole scenario file.
@@ -203,6 +206,11 @@ pub struct ScenarioSpec {
     pub dispatcher: Option<PolicySpec>,
     /// The periodic placer. Default `none`.
     pub placer: Option<PolicySpec>,
+    /// The placer runs in the Linux agent's body (`[agent]`): its decisions pass the agent's
+    /// contention gate and back-off, and an idle fast CPU is reacted to. Absent: a placer's
+    /// decision is put in force as decided, every period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentSpec>,
     /// Domains (VMs or processes).
     #[serde(rename = "domain", default)]
     pub domains: Vec<DomainSpec>,
@@ -215,6 +223,21 @@ pub struct ScenarioSpec {
     /// What `ampsched reproduce` compares on this scenario (read by `ampsched_lab::experiment`).
     #[serde(default, skip_serializing)]
     pub experiment: Option<serde::de::IgnoredAny>,
+}
+
+/// How the Linux agent's body runs the placer in the simulator (`[agent]`; see
+/// `ampsched_policy::gate`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSpec {
+    /// Delay from a fast CPU going idle to the agent's move in force, µs. Default: the agent's
+    /// measured median (docs/agent.md).
+    #[serde(default, deserialize_with = "ranged::reaction_us_opt", skip_serializing_if = "Option::is_none")]
+    pub reaction_us: Option<f64>,
+    /// The agent's back-off (hands-off probe windows, a group left to the kernel where its
+    /// placement does worse). Default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<bool>,
 }
 
 /// Stop condition: a fixed duration, or when every program is done (bounded by `max_s`).

@@ -13,7 +13,7 @@ pub mod runner;
 pub mod scenario;
 pub mod trace;
 
-pub use engine::place::placer_decision;
+pub use engine::place::{agent_decision, placer_decision};
 pub use engine::{Sim, SimConfig, TaskInit};
 pub use library::Library;
 pub use results::{RunResult, SimOutput, SCHEMA};

@@ -12,6 +12,12 @@
 //! - [`backoff`]: each group's progress measured managed and hands-off in
 //!   interleaved windows; a group whose placement measures worse is left to
 //!   the kernel.
+//!
+//! [`body`] runs both, in the agent's order, as one period of the agent's
+//! body: the agent's control loop calls it, and so does the simulator's
+//! placer body for a scenario with `[agent]` (docs/validation.md, "The
+//! placer's body").
 
 pub mod backoff;
+pub mod body;
 pub mod cooperate;

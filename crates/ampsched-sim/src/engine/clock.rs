@@ -60,6 +60,8 @@ pub(crate) enum Ev {
     TraceSample,
     /// The stop condition's time bound.
     End,
+    /// The agent body's reaction to a fast CPU going idle is due (`place.rs`).
+    React(CpuId),
 }
 
 /// Bits of an id in a tag: CPUs, tasks and domain changes are fewer than this.
@@ -86,6 +88,7 @@ impl Ev {
             Ev::Domain(i) => (8, i),
             Ev::TraceSample => (9, 0),
             Ev::End => (10, 0),
+            Ev::React(c) => (11, c.0),
         };
         debug_assert!(u64::from(id) <= ID_MASK, "id {id} does not fit an event tag");
         (k << ID_BITS) | u64::from(id)
@@ -106,6 +109,7 @@ impl Ev {
             7 => Ev::Stats,
             8 => Ev::Domain(id),
             9 => Ev::TraceSample,
+            11 => Ev::React(CpuId(id)),
             _ => Ev::End,
         }
     }

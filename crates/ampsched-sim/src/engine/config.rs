@@ -27,6 +27,9 @@ pub struct SimConfig {
     pub dispatcher: Box<dyn Dispatcher>,
     /// The placer (optional).
     pub placer: Option<Box<dyn Placer>>,
+    /// Run the placer in the Linux agent's body (`None`: its decisions are put in force as
+    /// decided, every period).
+    pub agent: Option<AgentBody>,
     /// The run's seed.
     pub seed: u64,
     /// Stop condition.
@@ -39,6 +42,21 @@ pub struct SimConfig {
     /// Timed domain changes, sorted by time.
     pub events: Vec<(Nanos, DomainId, DomainChange)>,
 }
+
+/// The Linux agent's body around the placer (`ampsched_policy::gate`; the engine's side is
+/// `engine/place.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AgentBody {
+    /// Delay from a fast CPU going idle to the agent's move in force.
+    pub reaction: Nanos,
+    /// The agent's back-off runs.
+    pub backoff: bool,
+}
+
+/// The agent's reaction to an idle fast CPU, µs: the per-run median p50 measured on the
+/// development machine (docs/agent.md, "Reaction time, measured": 88 µs on 27 Nov 06:12,
+/// p99 853 µs; 85 µs at 08:39, p99 321 µs).
+pub const AGENT_REACTION_US: f64 = 88.0;
 
 /// A task as configured.
 #[derive(Clone, Debug)]

@@ -61,6 +61,9 @@ impl Sim {
         if was_busy != busy {
             self.flush_cpu(ci);
             self.fisb.changed(self.cpus[ci].fast, busy, self.now);
+            if was_busy && self.gate.is_some() {
+                self.cpu_went_idle(c);
+            }
         }
         self.cpus[ci].curr = t;
         self.curr[ci] = t;

@@ -38,6 +38,7 @@
 //! - bottom rooms, which know nothing of `Sim`: `config` (what a run is
 //!   configured with), `clock` (the event queue and same-instant FIFO),
 //!   `random` (seeded sampling), `fixed` (fixed-point amounts), `task` (task state and work accounting),
+//!   `gate` (the state of the agent's body around the placer),
 //!   `cpu` (CPU time accounting), `sync` (sync objects), `series`
 //!   (statistics accumulators);
 //! - this module: the `Sim` state, the event loop and event handling;
@@ -59,6 +60,7 @@ mod cpu;
 #[macro_use]
 mod dispatch;
 mod fixed;
+mod gate;
 mod interp;
 pub(crate) mod place;
 mod random;
@@ -70,7 +72,7 @@ mod task;
 mod tests;
 mod traced;
 
-pub use config::{DomainChange, SimConfig, Stop, TaskInit};
+pub use config::{AgentBody, DomainChange, SimConfig, Stop, TaskInit, AGENT_REACTION_US};
 pub use series::MAX_POINTS as MAX_SERIES_POINTS;
 
 use crate::results::RunResult;
@@ -104,6 +106,8 @@ pub struct Sim {
     placer: Option<Box<dyn Placer>>,
     /// A placer runs: tasks' per-period run times are kept for its snapshots.
     placed: bool,
+    /// The Linux agent's body around the placer (`SimConfig::agent`, with a placer only).
+    gate: Option<Box<gate::Gate>>,
     events: EventQueue,
     now: Nanos,
     pending: VecDeque<Pending>,
@@ -197,6 +201,7 @@ impl Sim {
             cpus,
             disp: cfg.dispatcher,
             placed: cfg.placer.is_some(),
+            gate: cfg.agent.filter(|_| cfg.placer.is_some()).map(|a| Box::new(gate::Gate::new(a))),
             placer: cfg.placer,
             events: EventQueue::default(),
             now: Nanos::ZERO,
@@ -458,6 +463,7 @@ impl Sim {
                 }
             }
             Ev::Place => self.run_placer(),
+            Ev::React(_) => self.react(),
             Ev::TraceSample => {
                 self.events_done -= 1;
                 self.trace_sample();

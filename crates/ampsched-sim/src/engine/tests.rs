@@ -119,6 +119,7 @@ fn config(topo: Topology, programs: Vec<Vec<Op>>, slice: Nanos) -> SimConfig {
         tasks,
         dispatcher: Fcfs::boxed(slice),
         placer: None,
+        agent: None,
         seed: 1,
         stop: Stop::AllDone { max: Nanos(10_000 * MS) },
         stats_interval: Nanos::ZERO,

@@ -20,7 +20,7 @@
 pub mod error;
 pub mod vars;
 
-pub use crate::engine::{DomainChange, Stop};
+pub use crate::engine::{AgentBody, DomainChange, Stop};
 pub use error::ScenarioError;
 
 use crate::engine::{SimConfig, TaskInit};
@@ -55,6 +55,8 @@ pub struct Scenario {
     pub dispatcher: PolicySpec,
     /// Placer choice.
     pub placer: PolicySpec,
+    /// The placer runs in the Linux agent's body (`[agent]`).
+    pub agent: Option<AgentBody>,
     /// First seed.
     pub seed: u64,
     /// Number of runs.
@@ -215,6 +217,10 @@ impl Scenario {
             ));
         }
         events.sort_by_key(|e| e.0);
+        let agent = spec.agent.as_ref().map(|a| AgentBody {
+            reaction: Nanos::from_ms_f64(a.reaction_us.unwrap_or(crate::engine::AGENT_REACTION_US) / 1e3),
+            backoff: a.backoff.unwrap_or(true),
+        });
         Ok(Scenario {
             file: file.into(),
             name: spec.name.clone().unwrap_or_else(|| default_name.to_string()),
@@ -230,6 +236,7 @@ impl Scenario {
             tasks,
             dispatcher,
             placer,
+            agent,
             spec,
             warnings: rt.warnings,
             text: text.to_string(),
@@ -274,6 +281,7 @@ impl Scenario {
             tasks: self.tasks.clone(),
             dispatcher: disp,
             placer,
+            agent: self.agent,
             seed,
             stop: self.stop,
             stats_interval: self.stats_interval,
