@@ -33,7 +33,8 @@ A scenario is a TOML file (see docs/xen.md and scripts/xen-lab/scenarios/):
   repeat_s = 0           # > 0: run the workload again and again for this long (abort stress test)
   # top level: rseq = true  (false: glibc's rseq registration off in the guests' workload)
   # top level: tcg = "multi" (one host thread per pCPU) | "single" (all pCPUs in one host thread)
-  # top level: guest = "pv" | "pvh" (the guests' virtualisation mode; PVH runs on Xen's HVM/SVM)
+  # top level: guest = "pv" | "pvh" (the guests' virtualisation mode; PVH needs Xen's HVM support:
+  #            under QEMU 7.2 TCG's SVM the guests hang at rdtscp, see docs/xen.md)
 
 Everything comes from Debian packages by name (scripts/xen-lab/fetch); QEMU
 and every helper are killed on any exit; the host's /boot is not touched.
