@@ -60,6 +60,12 @@ impl Applier {
         self.act.as_ref()
     }
 
+    /// The actuator, for a change outside the managed threads (a fresh task's own mask given
+    /// back: `crate::forks::free_forked`).
+    pub fn actuator_mut(&mut self) -> &mut dyn Actuator {
+        self.act.as_mut()
+    }
+
     fn write_state(&mut self, inv: &mut Inventory) -> Result<(), AgentError> {
         let live: HashSet<i32> = inv.threads.values().map(|t| t.tid).collect();
         self.state_entries.retain(|e| live.contains(&e.tid));

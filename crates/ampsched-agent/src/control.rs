@@ -3,7 +3,9 @@
 //! - clock ([`crate::clock`]): period deadlines, elapsed time per sample;
 //! - inventory ([`crate::inventory`]): launch, discovery rescans (every
 //!   `rescan_ms`, and in the period after a launched job forks a process:
-//!   [`crate::forks`]), thread lists every period;
+//!   [`crate::forks`]), thread lists every period; a fork record read as it
+//!   comes (its ring wakes the loop) gives a task that inherited a mask the
+//!   agent applied to its parent the job's own mask back at once;
 //! - observe ([`crate::observe`]): per CPU and per thread samples → the
 //!   placer's [`ampsched_policy::Snapshot`];
 //! - decide ([`crate::decide`]): the placer through the shared placer bridge
@@ -48,7 +50,7 @@ use crate::decide::Decider;
 use crate::discovery::Discovered;
 use crate::events::{EventSource, IdleSwitch, PendingFormat};
 use crate::export::{Export, MetricsView};
-use crate::forks::ForkWatch;
+use crate::forks::{free_forked, ForkWatch};
 use crate::inventory::Inventory;
 pub use crate::loopstats::LoopStats;
 use crate::metrics::MetricsServer;
@@ -161,9 +163,11 @@ pub struct Agent {
     /// The gate and the per-group measurement of the agent against the kernel alone
     /// (`ampsched_policy::gate::body`).
     backoff: Body,
-    /// Fork records of the launched jobs (`crate::forks`), and a buffer for them.
-    forks: Vec<ForkWatch>,
+    /// Fork records of the launched jobs (`crate::forks`) with their domain, and a buffer for them.
+    forks: Vec<(usize, ForkWatch)>,
     forked: Vec<crate::forks::Fork>,
+    /// A launched job forked a process since the last period (the rescan is brought forward).
+    forked_process: bool,
 }
 
 /// Raise the agent's soft limit on open files to the hard limit (two or three kept-open
@@ -296,6 +300,7 @@ impl Agent {
             backoff: Body::new(Some(BackoffParams::default())),
             forks: Vec::new(),
             forked: Vec::new(),
+            forked_process: false,
         })
     }
 
@@ -341,10 +346,10 @@ impl Agent {
         let cpus: Vec<u32> = crate::discovery::online_cpus(std::path::Path::new("/"))
             .map(|s| s.iter().map(|c| c.0).collect())
             .unwrap_or_else(|_| self.d.linux_ids.clone());
-        for d in &self.inv.domains {
+        for (di, d) in self.inv.domains.iter().enumerate() {
             let (Some(c), true) = (d.child.as_ref(), self.inv.targets[d.target].children) else { continue };
             match ForkWatch::open(c.id() as i32, &cpus) {
-                Ok(w) => self.forks.push(w),
+                Ok(w) => self.forks.push((di, w)),
                 Err(e) => self.ex.log(serde_json::json!({"event": "forks", "source": "rescan", "target": d.name,
                     "reason": format!("perf_event_open(dummy, inherit): {e}")})),
             }
@@ -352,14 +357,25 @@ impl Agent {
         Ok(())
     }
 
+    /// Read the launched jobs' fork records (as they come, from [`Agent::sleep_until`], and at
+    /// the start of each period): a task that inherited a mask the agent applied to the thread
+    /// that forked it gets its job's own mask back now (`crate::forks`: the placer's decision
+    /// was for the parent, not for the child); a new process brings the rescan forward.
+    fn take_forks(&mut self) {
+        let dry = self.app.actuator().dry_run();
+        for (di, w) in &mut self.forks {
+            w.drain(&mut self.forked);
+            self.forked_process |= self.forked.iter().any(|f| f.new_process());
+            let Some(dom) = self.inv.domains.get(*di).filter(|_| !dry && !self.forked.is_empty()) else { continue };
+            let freed = free_forked(&self.forked, &dom.applied, &dom.base_mask, self.app.actuator_mut());
+            self.stats.forks_freed += freed;
+        }
+    }
+
     /// Rescan in this period when a launched job forked a process since the last one.
     fn follow_forks(&mut self) {
-        let mut new = false;
-        for w in &mut self.forks {
-            w.drain(&mut self.forked);
-            new |= self.forked.iter().any(|f| f.new_process());
-        }
-        if new {
+        self.take_forks();
+        if std::mem::take(&mut self.forked_process) {
             self.stats.fork_rescans += 1;
             self.inv.rescan_soon();
         }
@@ -434,6 +450,8 @@ impl Agent {
             fds.clear();
             fds.extend(self.inv.child_fds().map(poll_in));
             let children = fds.len();
+            fds.extend(self.forks.iter().flat_map(|(_, w)| w.fds()).map(poll_in));
+            let forks = fds.len();
             if let Some(ev) = self.events.as_ref().filter(|e| e.armed()) {
                 fds.extend(ev.fds().map(poll_in));
             }
@@ -447,7 +465,10 @@ impl Agent {
                             return false;
                         }
                     }
-                    if fds[children..].iter().any(|p| p.revents != 0) {
+                    if fds[children..forks].iter().any(|p| p.revents != 0) {
+                        self.take_forks();
+                    }
+                    if fds[forks..].iter().any(|p| p.revents != 0) {
                         self.react();
                     }
                 }

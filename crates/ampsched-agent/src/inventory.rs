@@ -530,11 +530,7 @@ impl Inventory {
         let last_sched = sched.read().ok().and_then(parse_schedstat).unwrap_or_default();
         let run = RunSource::Schedstat(sched);
         let dom = &mut self.domains[di];
-        let original = if dom.applied.contains(&cur_lin) && cur_lin != dom.base_mask && !dom.base_mask.is_empty() {
-            dom.base_mask
-        } else {
-            cur_lin
-        };
+        let original = crate::forks::own_mask(&dom.applied, &dom.base_mask, &cur_lin).unwrap_or(cur_lin);
         let vcpu = vcpu.unwrap_or_else(|| {
             dom.next_vcpu += 1;
             dom.next_vcpu - 1

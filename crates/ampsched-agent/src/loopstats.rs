@@ -36,6 +36,9 @@ pub struct LoopStats {
     pub backoff_returns: u64,
     /// Rescans brought forward because a launched job forked a process (`forks`).
     pub fork_rescans: u64,
+    /// Fresh tasks given their own mask back the moment their fork was read (they had
+    /// inherited one the agent applied to their parent: `forks`).
+    pub forks_freed: u64,
     /// Probes skipped: the policy window before them was saturated (`gate::backoff::saturated`).
     pub skipped_probes: u64,
     /// Fast-CPU idle switches the event source reported.
@@ -87,6 +90,7 @@ impl LoopStats {
             "backoff_returns": self.backoff_returns,
             "skipped_probes": self.skipped_probes,
             "fork_rescans": self.fork_rescans,
+            "forks_freed": self.forks_freed,
             "idle_events": self.idle_events,
             "idle_no_candidate": self.idle_no_candidate,
             "reactions": self.reaction_ns.len(),
