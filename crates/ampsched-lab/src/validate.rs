@@ -261,9 +261,13 @@ pub struct Outcome {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calibration_ns: Option<u64>,
     /// The simulated CPUs' speed: the measured rate of rt-app loops relative
-    /// to the calibration (`probe_speed`).
+    /// to the calibration, the median of `speed_probes`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speed: Option<f64>,
+    /// Each speed probe's CPU time for its 300 ms `run`, s, in the order taken (one
+    /// before the real runs, two after them; see `median_speed`). Absent in files of before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub speed_probes: Vec<f64>,
     /// CPU time of one `ampsched-workload` work unit, ns (built-ins; `probe_unit`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unit_ns: Option<f64>,
@@ -661,7 +665,24 @@ fn probe_speed(
     if cpu <= 0.0 {
         return Err(run_err("the speed probe's thread was not seen running".into()));
     }
-    Ok(Some(probe_ratio(cpu)))
+    Ok(Some(cpu))
+}
+
+/// The simulated speed from several probes' CPU times (s): the speed of
+/// their median. One probe disturbed by something else on the machine (a
+/// build's page-cache write-back, another tenant of the host) read 300 ms of
+/// `run` as 371 ms of CPU where the probes of the same day read 311-333 ms,
+/// and scaled every simulated run of that suite by 15 %; a median of three
+/// probes taken minutes apart (before and after the real runs) outvotes one.
+fn median_speed(cpu_s: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = cpu_s.iter().copied().filter(|c| *c > 0.0).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let mid = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+    Some(probe_ratio(mid))
 }
 
 /// Work units of the unit probe (`ampsched-workload spin --threads 1`).
@@ -981,6 +1002,7 @@ pub fn validate(o: &Options, topo: &Topology, stop: &AtomicBool) -> Result<Outco
         partial: false,
         calibration_ns: None,
         speed: None,
+        speed_probes: Vec::new(),
         unit_ns: None,
         placer_params,
         sim_body: sim_body(o),
@@ -1011,7 +1033,10 @@ pub fn validate(o: &Options, topo: &Topology, stop: &AtomicBool) -> Result<Outco
         let pload = calibrate(&rtapp_bin, &tmp.0)?;
         out.calibration_ns = Some(pload);
         match probe_speed(&rtapp_bin, &tmp.0, pload, topo, o, stop)? {
-            Some(s) => out.speed = Some(s),
+            Some(cpu) => {
+                out.speed_probes.push(cpu);
+                out.speed = median_speed(&out.speed_probes);
+            }
             None => {
                 out.partial = true;
                 return Ok(out);
@@ -1028,6 +1053,9 @@ pub fn validate(o: &Options, topo: &Topology, stop: &AtomicBool) -> Result<Outco
         }
     }
     let mut runs = Vec::new();
+    // What was simulated (the marker: an rt-app file, simulated at the probes' speed).
+    let mut sims: Vec<(SimInput, bool)> = Vec::new();
+    let first_speed = out.speed.unwrap_or(1.0);
     for (i, (label, abs, names)) in work.iter().enumerate() {
         let (cmd, input, speed) = match (abs, builtin_of(i)) {
             (Some(file), _) => {
@@ -1036,19 +1064,22 @@ pub fn validate(o: &Options, topo: &Topology, stop: &AtomicBool) -> Result<Outco
                 let pload = out.calibration_ns.unwrap_or(0);
                 std::fs::write(&to, with_calibration(&text, pload))
                     .map_err(|e| run_err(format!("{}: {e}", to.display())))?;
-                (RealCmd::rtapp(&rtapp_bin, &to), SimInput::rtapp(label.clone(), &to, names), out.speed.unwrap_or(1.0))
+                (RealCmd::rtapp(&rtapp_bin, &to), SimInput::rtapp(label.clone(), &to, names), Some(()))
             }
             (None, Some(b)) => {
                 let unit = out.unit_ns.unwrap_or(1.0);
                 let units = b.phase_units(unit);
                 let phase_ns = (units as f64 * unit).round() as u64;
-                (RealCmd::workload(&o.workload_bin, b.args(units), &tmp.0), SimInput::builtin(b, phase_ns, names), 1.0)
+                (RealCmd::workload(&o.workload_bin, b.args(units), &tmp.0), SimInput::builtin(b, phase_ns, names), None)
             }
             (None, None) => unreachable!("a workload is a file or a built-in"),
         };
+        // Simulated now at the first probe's speed (an input the simulator cannot run
+        // fails here, before any real run), again below if the later probes move it.
         for c in &configs {
-            out.rows.extend(simulate(&input, topo, o, c, speed)?);
+            out.rows.extend(simulate(&input, topo, o, c, speed.map_or(1.0, |_| first_speed))?);
         }
+        sims.push((input, speed.is_some()));
         runs.push((label.clone(), cmd, names.clone()));
     }
     let mut hog: Option<Child> = None;
@@ -1094,6 +1125,32 @@ pub fn validate(o: &Options, topo: &Topology, stop: &AtomicBool) -> Result<Outco
     if let Some(mut h) = hog.take() {
         terminate(&mut h);
     }
+    // Two more speed probes after the real runs, the hog stopped as for the first.
+    if any_rtapp && !out.partial {
+        let pload = out.calibration_ns.unwrap_or(0);
+        for _ in 0..2 {
+            match probe_speed(&rtapp_bin, &tmp.0, pload, topo, o, stop)? {
+                Some(cpu) => out.speed_probes.push(cpu),
+                None => {
+                    out.partial = true;
+                    break;
+                }
+            }
+        }
+        out.speed = median_speed(&out.speed_probes);
+    }
+    let speed = out.speed.unwrap_or(1.0);
+    if speed != first_speed && sims.iter().any(|(_, at_speed)| *at_speed) {
+        // Every simulated row again at the median speed, in the same order (the
+        // simulated rows of each workload, then the real rows).
+        let real: Vec<Row> = std::mem::take(&mut out.rows).into_iter().filter(|r| r.source == "real").collect();
+        for (input, at_speed) in &sims {
+            for c in &configs {
+                out.rows.extend(simulate(input, topo, o, c, if *at_speed { speed } else { 1.0 })?);
+            }
+        }
+        out.rows.extend(real);
+    }
     Ok(out)
 }
 
@@ -1113,6 +1170,7 @@ pub fn resimulate(o: &Options, topo: &Topology, recorded: &Outcome) -> Result<Ou
         partial: recorded.partial,
         calibration_ns: recorded.calibration_ns,
         speed: recorded.speed,
+        speed_probes: recorded.speed_probes.clone(),
         unit_ns: recorded.unit_ns,
         placer_params,
         sim_body: sim_body(o),
@@ -1285,11 +1343,21 @@ pub fn report(out: &Outcome) -> String {
         let _ = writeln!(s, "rt-app calibration: {ns} ns per loop (measured once, given to every real run)");
     }
     if let Some(sp) = out.speed {
-        let _ = writeln!(
-            s,
-            "simulated CPU speed: {sp:.3} (probe: rt-app's `run` of 300 ms took {:.1} ms of CPU)",
-            300.0 / sp
-        );
+        if out.speed_probes.len() > 1 {
+            let ms: Vec<String> = out.speed_probes.iter().map(|c| format!("{:.1}", c * 1e3)).collect();
+            let _ = writeln!(
+                s,
+                "simulated CPU speed: {sp:.3} (median of {} probes: rt-app's `run` of 300 ms took {} ms of CPU)",
+                ms.len(),
+                ms.join(", ")
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "simulated CPU speed: {sp:.3} (probe: rt-app's `run` of 300 ms took {:.1} ms of CPU)",
+                300.0 / sp
+            );
+        }
     }
     if let Some(u) = out.unit_ns {
         let _ = writeln!(
@@ -1396,6 +1464,7 @@ mod tests {
             partial: true,
             calibration_ns: None,
             speed: None,
+            speed_probes: vec![],
             unit_ns: None,
             placer_params: BTreeMap::new(),
             sim_body: None,
@@ -1517,6 +1586,12 @@ mod tests {
     fn the_probe_gives_the_simulated_speed() {
         // 300 ms of nominal `run` took 330 ms of CPU: speed 300 / 330 = 0.909.
         assert!((probe_ratio(0.330) - 0.9091).abs() < 1e-4);
+        // Probes of 370.8, 311.1 and 312.0 ms: the median 312.0 ms gives 300 / 312 = 0.9615;
+        // the disturbed 370.8 alone would give 0.809.
+        assert!((median_speed(&[0.3708, 0.3111, 0.3120]).unwrap() - 0.9615).abs() < 1e-4);
+        // Two probes (a run stopped after the first of the later two): their mean, 0.330 s.
+        assert!((median_speed(&[0.320, 0.340]).unwrap() - 0.9091).abs() < 1e-4);
+        assert_eq!(median_speed(&[]), None);
         let topo = Topology::fast_slow(0, 1.0, 2, 1.0, 2);
         let m = sim_machine(&topo, Some(Slow { cpu: 1, spin_us: 5000, period_us: 10000 }), 0.5, 0);
         assert!(m.contains("{ name = \"fast\", speed = 0.5 }, { name = \"slow\", speed = 0.5 }"), "{m}");
@@ -1536,6 +1611,7 @@ mod tests {
             partial: false,
             calibration_ns: None,
             speed: None,
+            speed_probes: vec![],
             unit_ns: Some(2000.0),
             placer_params: BTreeMap::new(),
             sim_body: None,
