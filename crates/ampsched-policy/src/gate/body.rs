@@ -90,42 +90,19 @@ impl Body {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CpuSample, TaskSample, TaskState};
-    use ampsched_model::{CpuSet, DomainId, Nanos, TaskId};
+    use crate::{TaskSample, TaskState};
+    use ampsched_model::TaskId;
 
-    fn ids(v: &[u32]) -> CpuSet {
-        CpuSet::from_cpus(v.iter().map(|c| CpuId(*c)))
-    }
+    use crate::gate::fixtures::{self, ids};
 
     fn task(id: u32, state: TaskState, affinity: &[u32]) -> TaskSample {
-        TaskSample {
-            id: TaskId(id),
-            domain: DomainId(0),
-            vcpu: id,
-            active: state != TaskState::Blocked,
-            state,
-            run_by_class: vec![Nanos::from_ms(15), Nanos::from_ms(15)],
-            cpu: None,
-            allowed: ids(&[0, 1]),
-            affinity: ids(affinity),
-            ws_kb: 0,
-        }
+        fixtures::task(id, state, affinity, 15)
     }
 
     /// The development machine: CPU 0 fast, CPU 1 slow (the hog's); a 30 ms period with
     /// CPU 0 idle `idle0_ms` of it.
     fn snap(tasks: Vec<TaskSample>, idle0_ms: u64) -> (Topology, Snapshot) {
-        let topo = Topology::fast_slow(1, 1.0, 1, 0.5, 2);
-        let cpus = vec![
-            CpuSample {
-                id: CpuId(0),
-                busy: Nanos::from_ms(30 - idle0_ms),
-                idle: Nanos::from_ms(idle0_ms),
-                ..Default::default()
-            },
-            CpuSample { id: CpuId(1), busy: Nanos::from_ms(30), ..Default::default() },
-        ];
-        (topo, Snapshot { now: Nanos::from_ms(30), period: Nanos::from_ms(30), cpus, tasks, domains: Vec::new() })
+        fixtures::snap(Topology::fast_slow(1, 1.0, 1, 0.5, 2), tasks, idle0_ms)
     }
 
     fn list(out: &[AffinityChange]) -> Vec<(u32, String)> {

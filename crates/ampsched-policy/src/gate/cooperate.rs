@@ -197,43 +197,18 @@ pub fn on_idle_fast_cpu(cpu: CpuId, threads: &[Confined], out: &mut Vec<Affinity
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CpuSample, TaskState};
-    use ampsched_model::DomainId;
+    use crate::TaskState;
 
-    fn ids(v: &[u32]) -> CpuSet {
-        CpuSet::from_cpus(v.iter().map(|c| CpuId(*c)))
-    }
+    use crate::gate::fixtures::{self, ids};
 
     fn task(id: u32, state: TaskState, affinity: &[u32]) -> TaskSample {
-        TaskSample {
-            id: TaskId(id),
-            domain: DomainId(0),
-            vcpu: id,
-            active: state != TaskState::Blocked,
-            state,
-            run_by_class: vec![Nanos::ZERO; 2],
-            cpu: None,
-            allowed: ids(&[0, 1]),
-            affinity: ids(affinity),
-            ws_kb: 0,
-        }
+        fixtures::task(id, state, affinity, 0)
     }
 
     /// CPU 0 fast, CPU 1 slow (the development machine with the hog on CPU 1); a 30 ms
     /// period; CPU 0 idle for `idle0_ms`.
     fn snap(tasks: Vec<TaskSample>, idle0_ms: u64) -> (Topology, Snapshot) {
-        let topo = Topology::fast_slow(1, 2.0, 1, 1.0, 2);
-        let cpus = vec![
-            CpuSample {
-                id: CpuId(0),
-                busy: Nanos::from_ms(30 - idle0_ms),
-                idle: Nanos::from_ms(idle0_ms),
-                ..Default::default()
-            },
-            CpuSample { id: CpuId(1), busy: Nanos::from_ms(30), ..Default::default() },
-        ];
-        let s = Snapshot { now: Nanos::from_ms(30), period: Nanos::from_ms(30), cpus, tasks, domains: Vec::new() };
-        (topo, s)
+        fixtures::snap(Topology::fast_slow(1, 2.0, 1, 1.0, 2), tasks, idle0_ms)
     }
 
     fn run(topo: &Topology, s: &Snapshot, decided: &[AffinityChange]) -> (bool, Vec<(u32, String)>) {

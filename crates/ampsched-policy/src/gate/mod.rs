@@ -21,3 +21,5 @@
 pub mod backoff;
 pub mod body;
 pub mod cooperate;
+#[cfg(test)]
+mod fixtures;
