@@ -14,6 +14,12 @@
 //!   pCPU's next decision too, so the gang is not split when its slices end
 //!   (then it leaves `COS`, and credit decides again).
 //!
+//! Each raise step is one co-scheduling operation (`cosched_ops`), whether
+//! it found siblings to raise or not (all blocked, or still `COS` from an
+//! earlier raise): the operation the paper counts is the scheme acting at a
+//! `CON` pick, as for CS, whose signal goes out even when the siblings
+//! already run; `bcs_raised` counts the vCPUs actually raised.
+//!
 //! Cheaper than PCS (no reschedules, no scheduling fragments) but the
 //! siblings' start times differ by up to a timeslice: the sample stream
 //! `sibling_start_diff_ns` records that difference for each raised sibling
@@ -78,11 +84,11 @@ impl Scheme for Bcs {
             cr.set_pri(y, PRI_COS);
             n += 1;
         }
-        if n > 0 {
-            // An operation that signals nobody.
-            core.op(0);
-            self.raised += n;
-        }
+        // One co-scheduling operation (signalling nobody) per raise step,
+        // however many siblings were active to raise: as CS counts a signal
+        // at every `CON` pick, even when the siblings already run.
+        core.op(0);
+        self.raised += n;
         p
     }
 
@@ -171,5 +177,30 @@ mod tests {
         assert_eq!(d.core.skew.values, vec![28_000_000]);
         assert_ne!(d.base.pri_of(TaskId(2)), PRI_COS);
         assert!(d.base.pri_of(TaskId(2)) >= PRI_UNDER);
+    }
+
+    #[test]
+    fn a_con_pick_with_its_sibling_blocked_is_still_one_operation() {
+        // 2 CPUs; domain 0 = CON {t0, t1}; t1 never wakes (blocked).
+        let mut w = World::new(2, &[256; 2]);
+        w.tasks[1].domain = DomainId(0);
+        w.tasks[1].vcpu = 1;
+        w.domains[0].tasks = vec![TaskId(0), TaskId(1)];
+        w.domains.truncate(1);
+        w.domains[0].cosched = CoschedType::Con;
+        let mut d =
+            CoSched::new("bcs", Bcs::default(), Credit::new("bcs", CreditParams::defaults(Profile::Current), &w.topo));
+        d.init(&w.view(Nanos::ZERO));
+        d.wake(&w.view(Nanos::ZERO), TaskId(0), &mut Effects::default());
+        let p = d.pick_next(&w.view(Nanos::ZERO), CpuId(0), None, false, &mut Effects::default());
+        assert_eq!(p.task, Some(TaskId(0)));
+        w.curr[0] = p.task;
+        // The raise step ran and found nobody active: one operation, no vCPU raised.
+        assert_eq!((d.core.stats.ops, d.scheme.raised), (1, 0));
+        assert_ne!(d.base.pri_of(TaskId(1)), PRI_COS);
+        // Its slice ends at 30 ms and it is picked again: a second operation.
+        let p = d.pick_next(&w.view(Nanos::from_ms(30)), CpuId(0), Some(TaskId(0)), true, &mut Effects::default());
+        assert_eq!(p.task, Some(TaskId(0)));
+        assert_eq!((d.core.stats.ops, d.scheme.raised), (2, 0));
     }
 }

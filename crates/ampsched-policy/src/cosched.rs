@@ -41,7 +41,8 @@
 //!   keeps it (credit's rule 7) and answers the signal at the end of the
 //!   ratelimit slice; the request stays pending meanwhile.
 //! - **Measurements.** `cosched_ops` counts co-scheduling operations (CS/CDS
-//!   signals, PCS operations, BCS raises), `cosched_signals` the pCPUs asked
+//!   signals, CDS co-deschedules, PCS operations, BCS raise steps),
+//!   `cosched_signals` the pCPUs asked
 //!   to reschedule by them; the sample stream `sibling_start_diff_ns` holds,
 //!   for each sibling a co-scheduling request wanted to run, the time from
 //!   the request (its sibling's start) to its own start.
@@ -84,7 +85,7 @@ impl CoBase for Credit {
 /// Counters of the co-scheduling layer.
 #[derive(Clone, Debug, Default)]
 pub struct CoStats {
-    /// Co-scheduling operations (CS/CDS signals, PCS operations, BCS raises).
+    /// Co-scheduling operations (CS/CDS signals, CDS co-deschedules, PCS operations, BCS raise steps).
     pub ops: u64,
     /// pCPUs asked to reschedule by co-scheduling operations.
     pub signals: u64,
