@@ -43,7 +43,11 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--suite" ]; then
   [ "${2:-}" = real ] || { echo "--suite: unknown suite '${2:-}'; allowed: real" >&2; exit 2; }
   shift 2
-  case " $* " in *" --summary "*) ;; *) nice -n 19 cargo build -q --release -p ampsched-cli -p ampsched-agent;; esac
+  case " $* " in
+    *" --summary "*) ;;
+    *) if [ "${BENCH_AGENT_PREBUILT:-0}" = 1 ]; then echo "== release binaries as built (BENCH_AGENT_PREBUILT=1)"
+       else nice -n 19 cargo build -q --release -p ampsched-cli -p ampsched-agent; fi;;
+  esac
   exec python3 scripts/bench_agent_real.py "$@"
 fi
 RUNS="${1:-5}"

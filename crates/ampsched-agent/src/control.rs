@@ -4,8 +4,9 @@
 //! - inventory ([`crate::inventory`]): launch, discovery rescans (every
 //!   `rescan_ms`, and in the period after a launched job forks a process:
 //!   [`crate::forks`]), thread lists every period; a fork record read as it
-//!   comes (its ring wakes the loop) gives a task that inherited a mask the
-//!   agent applied to its parent the job's own mask back at once;
+//!   comes (its ring wakes the loop while some thread is narrowed) gives a
+//!   task that inherited a mask the agent applied to its parent the job's
+//!   own mask back at once;
 //! - observe ([`crate::observe`]): per CPU and per thread samples → the
 //!   placer's [`ampsched_policy::Snapshot`];
 //! - decide ([`crate::decide`]): the placer through the shared placer bridge
@@ -168,6 +169,10 @@ pub struct Agent {
     forked: Vec<crate::forks::Fork>,
     /// A launched job forked a process since the last period (the rescan is brought forward).
     forked_process: bool,
+    /// Some managed thread has a mask narrower than its own (set by [`Agent::rearm`]): only
+    /// then can a fork inherit one of the agent's masks, so only then do the fork rings wake
+    /// the loop (`crate::forks`).
+    narrowed: bool,
 }
 
 /// Raise the agent's soft limit on open files to the hard limit (two or three kept-open
@@ -301,6 +306,7 @@ impl Agent {
             forks: Vec::new(),
             forked: Vec::new(),
             forked_process: false,
+            narrowed: false,
         })
     }
 
@@ -396,6 +402,7 @@ impl Agent {
         // The gate, the back-off and the order: the simulator's `[agent]` body runs the same.
         let p = self.backoff.period(&self.d.topo, &obs.snap, decided, me, &mut self.coop);
         self.stats.contended_periods += u64::from(p.contended);
+        self.stats.light_freed += p.light as u64;
         self.back_off();
         let r = self.app.apply(&self.coop, &mut self.inv, &self.d, &mut self.ex, &mut self.stats);
         self.obs.recycle(obs.snap);
@@ -450,7 +457,9 @@ impl Agent {
             fds.clear();
             fds.extend(self.inv.child_fds().map(poll_in));
             let children = fds.len();
-            fds.extend(self.forks.iter().flat_map(|(_, w)| w.fds()).map(poll_in));
+            if self.narrowed {
+                fds.extend(self.forks.iter().flat_map(|(_, w)| w.fds()).map(poll_in));
+            }
             let forks = fds.len();
             if let Some(ev) = self.events.as_ref().filter(|e| e.armed()) {
                 fds.extend(ev.fds().map(poll_in));
@@ -486,6 +495,7 @@ impl Agent {
         let fast = fast_set(&self.d.topo);
         let d = &self.d;
         let want = self.inv.threads.values().any(|t| kept_from_fast(&fast, &t.cur, &d.from_linux(&t.original)));
+        self.narrowed = self.inv.threads.values().any(|t| t.cur != d.from_linux(&t.original));
         if want && !self.events_tried {
             self.events_tried = true;
             self.start_events();
@@ -748,7 +758,7 @@ mod tests {
         let (mut a, children, calls) = failing_agent(ActError::Denied, d.path());
         for _ in 0..6 {
             a.step().unwrap();
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(Duration::from_millis(30));
         }
         let calls_v = calls.borrow().clone();
         assert!(!calls_v.is_empty(), "contended: the placer's masks were asked");
@@ -767,8 +777,16 @@ mod tests {
 
         // Vanished (ESRCH): a thread whose change fails so is dropped from management at once;
         // the process is still there, so a later period finds it again (a new task).
+        // The first period is each thread's baseline (light: `cooperate::heavy`); from the
+        // second the two busy threads contend.
         let (mut a, children, calls) = failing_agent(ActError::Vanished, d.path());
-        a.step().unwrap();
+        for _ in 0..10 {
+            a.step().unwrap();
+            if !calls.borrow().is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(30));
+        }
         let first = calls.borrow().clone();
         assert!(!first.is_empty());
         for (tid, _) in &first {
@@ -915,9 +933,12 @@ mod fixture_tests {
         a.inv.use_counters = false;
         a.launch().unwrap();
         for k in 1..=3u64 {
-            // Both threads ran 10 ms more each period and stay runnable.
-            write_thread(root, 4242, 4242, 'R', 0, k * 10_000_000);
-            write_thread(root, 4242, 4243, 'R', 1, k * 10_000_000);
+            // Both threads ran 1 s more each period and stay runnable: more than the wall time
+            // between two steps here, so both are heavy (`cooperate::heavy`: ≥ 1/8 of the
+            // period) — from the second period: the first, in which they are found, is their
+            // baseline (no run time yet: light).
+            write_thread(root, 4242, 4242, 'R', 0, k * 1_000_000_000);
+            write_thread(root, 4242, 4243, 'R', 1, k * 1_000_000_000);
             a.step().unwrap();
         }
         // Thread 4243 exits.
@@ -939,8 +960,10 @@ mod fixture_tests {
         assert!(changes.iter().all(|(_, _, state_existed)| *state_existed), "state file first: {changes:?}");
         assert!(changes[..2].iter().any(|(_, m, _)| *m == CpuSet::single(CpuId(0))), "{changes:?}");
         assert!(changes[..2].iter().any(|(_, m, _)| *m == CpuSet::single(CpuId(1))), "{changes:?}");
-        // Each later snapshot's `affinity` is what was applied before it.
-        for (i, s) in r.snapshots.iter().enumerate().skip(1) {
+        // The first period only found them (light, not narrowed): snapshot 1 still shows their
+        // own masks. Each later snapshot's `affinity` is what was applied before it.
+        assert!(r.snapshots[1].tasks.iter().all(|t| t.affinity == both));
+        for (i, s) in r.snapshots.iter().enumerate().skip(2) {
             for t in s.tasks.iter().filter(|t| t.state != TaskState::Done) {
                 let tid = if t.id.0 == 0 { 4242 } else { 4243 };
                 let last = changes.iter().filter(|c| c.0 == tid).count();
@@ -958,7 +981,7 @@ mod fixture_tests {
         // Thread 4242 is now alone runnable (1 contender for 1 fast CPU): no contention, so
         // the last period handed it back its own mask, whatever the placer decided.
         assert_eq!(masks.borrow()[&4242], both, "a lone runnable thread is never confined");
-        assert_eq!(a.stats.contended_periods, 3);
+        assert_eq!(a.stats.contended_periods, 2);
         // The period is the time that passed since the last sample (the clock's test has the
         // arithmetic); never zero here.
         assert!(r.snapshots.iter().all(|s| s.period > Nanos::ZERO));

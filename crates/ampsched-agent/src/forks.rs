@@ -36,7 +36,14 @@
 //! counting samples), and a task whose mask is one the agent applied in its
 //! job (and not the job's own) gets the job's own mask back at once
 //! ([`own_mask`]); the placer decides for it from its own run time like for
-//! any thread. A wake-up per record costs a few µs of the loop's thread.
+//! any thread. A wake-up per record costs a few µs of the loop's thread and
+//! preempts a thread of the job (the loop runs at nice -20), so the rings are
+//! polled only while some managed thread is narrowed (the control loop's
+//! `narrowed`, updated with every change): otherwise no task can inherit one
+//! of the agent's masks, and the records wait for the next period's drain
+//! (the rescan). A job the agent leaves alone (a short one, or a `make`
+//! whose processes are light: `ampsched_policy::gate::cooperate::free_light`)
+//! costs no wake-ups.
 //!
 //! Attached right after the launch: whatever the job forked before (within
 //! the exec of its first program) is found by the first period's rescan. A per-task software event needs only the

@@ -27,6 +27,9 @@ pub struct LoopStats {
     /// Periods in which managed threads contended for the fast CPUs (the placer's masks
     /// applied); in the others every narrowed thread was widened (`cooperate`).
     pub contended_periods: u64,
+    /// Light threads (ran < period / 8) kept from a placer's narrowing or given their own
+    /// mask back in contended periods (`gate::cooperate::free_light`).
+    pub light_freed: u64,
     /// Periods in which some group was left to the kernel (a probe window, or backed off;
     /// see `backoff`).
     pub hands_off_periods: u64,
@@ -85,6 +88,7 @@ impl LoopStats {
             "schedstat_reads_per_period": if self.periods == 0 { 0.0 } else { self.schedstat_reads as f64 / self.periods as f64 },
             "threads_per_period": if self.periods == 0 { 0.0 } else { self.thread_samples as f64 / self.periods as f64 },
             "contended_periods": self.contended_periods,
+            "light_freed": self.light_freed,
             "hands_off_periods": self.hands_off_periods,
             "backoffs": self.backoffs,
             "backoff_returns": self.backoff_returns,

@@ -1,7 +1,8 @@
 //! One placer contract (issue 13, D1): a recording of a real agent run
 //! (`tests/data/agent-samples.jsonl`: `ampsched run --record-samples`, 2
-//! vCPUs, CPU 1 slowed by `ampsched-hog`, a phased program next to a spinner,
-//! `aash`) replayed through the simulator's placer bridge and the agent's
+//! vCPUs, CPU 1 slowed by `ampsched-hog`, `make -j2` of 6 generated C files
+//! (scripts/bench_agent_real.py's project): two compilers contending next to
+//! the light `make` and `cc` processes, `aash`; 27 Nov 10:53) replayed through the simulator's placer bridge and the agent's
 //! `decide` part gives identical decisions, period by period, for every
 //! registered placer. Each body keeps its own view of the masks in force
 //! (its decisions applied), as it would when running; a task first seen has

@@ -8,7 +8,10 @@
 //!    more runnable managed threads want the fast CPUs than there are and no
 //!    fast CPU idled for a real part of the period; otherwise every narrowed
 //!    thread gets its own mask back;
-//! 2. when contended, [`spread_stacked`](super::cooperate::spread_stacked):
+//! 2. when contended, [`free_light`](super::cooperate::free_light): threads
+//!    that ran less than `period / LIGHT_DIV` are left to the kernel (not
+//!    narrowed; given their own mask back), then
+//!    [`spread_stacked`](super::cooperate::spread_stacked):
 //!    runnable threads stacked on one CPU while a CPU of theirs is in no
 //!    runnable thread's mask are spread;
 //! 3. the back-off ([`super::backoff`]), when on: the period is marked
@@ -23,7 +26,7 @@
 //! simulator from its CPU switches).
 
 use super::backoff::{group_work, hands_off_filter, saturated, Backoff, BackoffParams, Transition};
-use super::cooperate::{cooperate, order_changes, spread_stacked, Load};
+use super::cooperate::{cooperate, free_light, order_changes, spread_stacked, Load};
 use crate::{AffinityChange, Snapshot};
 use ampsched_model::{CpuId, Topology};
 
@@ -43,6 +46,8 @@ pub struct Period {
     pub contended: bool,
     /// Threads given their own mask back by the spreading of stacked pins.
     pub spread: usize,
+    /// Light threads kept from a narrowing or given their own mask back (`free_light`).
+    pub light: usize,
 }
 
 impl Body {
@@ -74,6 +79,7 @@ impl Body {
     ) -> Period {
         let load = Load::from_snapshot(topo, snap);
         let contended = cooperate(&load, &snap.tasks, decided, out);
+        let light = if contended { free_light(&snap.tasks, snap.period, out) } else { 0 };
         let spread = if contended { spread_stacked(&snap.tasks, out) } else { 0 };
         self.transitions.clear();
         if let Some(b) = self.backoff.as_mut() {
@@ -83,7 +89,7 @@ impl Body {
             hands_off_filter(&snap.tasks, &|g| b.hands_off(g), out);
         }
         order_changes(topo, agent_cpu, out);
-        Period { contended, spread }
+        Period { contended, spread, light }
     }
 }
 
@@ -121,11 +127,11 @@ mod tests {
         let mut body = Body::new(None);
         let mut out = Vec::new();
         let (topo, s) = snap(both(), 0);
-        assert_eq!(body.period(&topo, &s, &decided, None, &mut out), Period { contended: true, spread: 0 });
+        assert_eq!(body.period(&topo, &s, &decided, None, &mut out), Period { contended: true, spread: 0, light: 0 });
         assert_eq!(list(&out), vec![(1, "0".into()), (0, "1".into())]);
         // CPU 0 idled 5 ms (≥ 30 / 8): not contended; both get {0,1} back, the rotation waits.
         let (topo, s) = snap(both(), 5);
-        assert_eq!(body.period(&topo, &s, &decided, None, &mut out), Period { contended: false, spread: 0 });
+        assert_eq!(body.period(&topo, &s, &decided, None, &mut out), Period { contended: false, spread: 0, light: 0 });
         assert_eq!(list(&out), vec![(0, "0-1".into()), (1, "0-1".into())]);
         assert!(body.backoff().is_none() && body.transitions().is_empty());
     }
