@@ -20,6 +20,7 @@ use crate::discovery::Discovered;
 use crate::export::Export;
 use crate::inventory::Inventory;
 use crate::loopstats::LoopStats;
+use crate::observe::class_of_mask;
 use crate::state::{self, StateEntry, StateFile, STATE_SCHEMA};
 use crate::trace::boottime_ns;
 use crate::AgentError;
@@ -135,9 +136,13 @@ impl Applier {
         for (task, mask, lin) in todo {
             let Some(t) = inv.threads.get(&task) else { continue };
             let (tid, di) = (t.tid, t.dom);
+            // A move between classes: from a mask inside one class to one inside another (a
+            // rotation's swap, a reaction's move): the thread migrates and loses its caches.
+            let flip = class_of_mask(&d.topo, &t.cur).zip(class_of_mask(&d.topo, &mask)).is_some_and(|(a, b)| a != b);
             let result = match self.act.set(tid, &lin) {
                 Ok(()) => {
                     stats.changes += 1;
+                    stats.class_flips += u64::from(flip);
                     let dom = &mut inv.domains[di];
                     dom.changes += 1;
                     if !dom.applied.contains(&lin) {

@@ -982,6 +982,14 @@ mod fixture_tests {
         // the last period handed it back its own mask, whatever the placer decided.
         assert_eq!(masks.borrow()[&4242], both, "a lone runnable thread is never confined");
         assert_eq!(a.stats.contended_periods, 2);
+        // Class flips: the applied changes of a thread from one single-CPU mask to the other
+        // (CPU 0 fast, CPU 1 slow: {0} ↔ {1}), counted from the recorded calls.
+        let mut flips = 0;
+        for tid in [4242, 4243] {
+            let ms: Vec<CpuSet> = changes.iter().filter(|c| c.0 == tid).map(|c| c.1).collect();
+            flips += ms.windows(2).filter(|w| w[0].len() == 1 && w[1].len() == 1 && w[0] != w[1]).count() as u64;
+        }
+        assert_eq!(a.stats.class_flips, flips, "{changes:?}");
         // The period is the time that passed since the last sample (the clock's test has the
         // arithmetic); never zero here.
         assert!(r.snapshots.iter().all(|s| s.period > Nanos::ZERO));

@@ -18,6 +18,10 @@ pub struct LoopStats {
     pub managed_max: usize,
     /// Affinity changes applied (or printed, in a dry run).
     pub changes: u64,
+    /// Changes that moved a thread from a mask inside one CPU class to a mask inside another
+    /// (a rotation's swap, a reaction's move): each migrates the thread, whose caches stay
+    /// behind (docs/agent.md, "Where the remaining cost comes from").
+    pub class_flips: u64,
     /// Thread `stat` files read (the costly ones; the run time is read for every thread every period).
     pub stat_reads: u64,
     /// Thread run times read from `schedstat` (the rest from task-clock counters, see `runclock`).
@@ -84,6 +88,10 @@ impl LoopStats {
             "periods": self.periods,
             "managed_threads_max": self.managed_max,
             "changes": self.changes,
+            "class_flips": self.class_flips,
+            "class_flips_per_s": if self.elapsed.is_zero() { 0.0 } else {
+                self.class_flips as f64 / self.elapsed.as_secs_f64()
+            },
             "stat_reads_per_period": if self.periods == 0 { 0.0 } else { self.stat_reads as f64 / self.periods as f64 },
             "schedstat_reads_per_period": if self.periods == 0 { 0.0 } else { self.schedstat_reads as f64 / self.periods as f64 },
             "threads_per_period": if self.periods == 0 { 0.0 } else { self.thread_samples as f64 / self.periods as f64 },
