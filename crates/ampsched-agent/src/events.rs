@@ -199,7 +199,15 @@ fn read_in_private_namespace(send: &dyn Fn(Format)) {
         let fs = c"tracefs";
         let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
         if libc::mount(fs.as_ptr(), target.as_ptr(), fs.as_ptr(), flags, std::ptr::null()) != 0 {
-            return send(Err(os(&format!("mount(tracefs, {})", TRACEFS[0]))));
+            // EBUSY: a tracefs is mounted there already (this namespace's copy of the host's,
+            // mounted since it was looked for, e.g. by `perf sched record`): read that one.
+            if io::Error::last_os_error().raw_os_error() != Some(libc::EBUSY) {
+                return send(Err(os(&format!("mount(tracefs, {})", TRACEFS[0]))));
+            }
+            return send(
+                tracefs_format(Path::new(TRACEFS[0]))
+                    .map_err(|e| format!("{}/events/sched/sched_switch: {e}", TRACEFS[0])),
+            );
         }
     }
     send(tracefs_format(Path::new(TRACEFS[0])).map_err(|e| format!("{}/events/sched/sched_switch: {e}", TRACEFS[0])));
@@ -492,6 +500,9 @@ mod tests {
 
     #[test]
     fn a_private_tracefs_mount_reads_the_event_and_leaves_the_mount_table_as_it_was() {
+        // Also where the host has tracefs mounted on the same path (`perf sched record` mounts
+        // it): the private mount then meets EBUSY and reads the namespace's copy (checked by
+        // hand with `mount -t tracefs nodev /sys/kernel/tracing`, 27 Nov 11:16).
         let before = mounts();
         // SAFETY: no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
