@@ -54,7 +54,12 @@
 //! run-time reading is its baseline; the simulator counts from its start):
 //! the placer's decision for a thread that has not run a period is taken on
 //! nothing, so a compiler of 50-200 ms is narrowed from its second period
-//! on at the earliest.
+//! on at the earliest. A thread starved by load the agent does not manage
+//! (runnable, but run less than `period / LIGHT_DIV`) is light too: the
+//! contention there is with threads outside the agent's reach, which masks
+//! among its own cannot resolve, so it is left to the kernel. Demand as run
+//! time plus run-queue wait would tell starvation from sleep, but the
+//! agent's task-clock counters give run time only.
 
 use crate::{AffinityChange, Snapshot, TaskSample};
 use ampsched_model::{CpuId, CpuSet, Nanos, TaskId, Topology};
