@@ -60,7 +60,6 @@ use ampsched_model::spec::Params;
 use ampsched_model::{CpuId, DomainId, Nanos, TaskId, Topology};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::BTreeSet;
 
 /// Mixed into the run's seed for the initial-placement generator, so its
 /// stream is independent of the simulator's own (noise) stream.
@@ -193,7 +192,7 @@ pub struct Fair {
     /// Per task.
     pub se: Vec<Entity>,
     /// Per CPU: queued tasks by (vruntime, id).
-    rq: Vec<BTreeSet<(u64, TaskId)>>,
+    rq: Vec<RunQueue>,
     /// Per CPU: the task it runs (as last picked).
     curr: Vec<Option<TaskId>>,
     /// Per CPU: monotonic minimum vruntime.
@@ -202,6 +201,66 @@ pub struct Fair {
     pub stats: FairStats,
     /// The run's seed (random initial placement), if given.
     seed: Option<u64>,
+}
+
+/// A CPU's queued tasks ordered by (vruntime, id), least first (CFS's rbtree
+/// keyed by vruntime): a sorted `Vec`, as a CPU queues a few tasks — the
+/// order and the ties of an ordered set, without a node allocated and freed
+/// as a queue fills and empties.
+#[derive(Clone, Debug, Default)]
+struct RunQueue(Vec<(u64, TaskId)>);
+
+impl RunQueue {
+    /// Queue `k`; false if it is queued already.
+    fn insert(&mut self, k: (u64, TaskId)) -> bool {
+        match self.0.binary_search(&k) {
+            Ok(_) => false,
+            Err(i) => {
+                self.0.insert(i, k);
+                true
+            }
+        }
+    }
+
+    /// Take `k` out; false if it was not queued.
+    fn remove(&mut self, k: &(u64, TaskId)) -> bool {
+        match self.0.binary_search(k) {
+            Ok(i) => {
+                self.0.remove(i);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The least entry (the leftmost of CFS's tree).
+    fn first(&self) -> Option<&(u64, TaskId)> {
+        self.0.first()
+    }
+
+    /// The entries, least first.
+    fn iter(&self) -> std::slice::Iter<'_, (u64, TaskId)> {
+        self.0.iter()
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// ⌊a × b / c⌋ (truncated to 64 bits): in 64-bit arithmetic when `a × b`
+/// fits, the same quotient as the 128-bit division (done in software) it
+/// falls back to. `c` > 0.
+#[inline]
+fn mul_div(a: u64, b: u64, c: u64) -> u64 {
+    match a.checked_mul(b) {
+        Some(p) => p / c,
+        None => (a as u128 * b as u128 / c as u128) as u64,
+    }
 }
 
 fn weight_of(domain_weight: u32) -> u64 {
@@ -215,7 +274,7 @@ impl Fair {
         Fair {
             p,
             se: Vec::new(),
-            rq: vec![BTreeSet::new(); n],
+            rq: vec![RunQueue::default(); n],
             curr: vec![None; n],
             min_vruntime: vec![0; n],
             stats: FairStats::default(),
@@ -268,7 +327,7 @@ impl Fair {
             let e = &mut self.se[t.idx()];
             let delta = now.saturating_sub(e.exec_start).0;
             e.exec_start = now;
-            e.vruntime += (delta as u128 * NICE_0_LOAD as u128 / e.weight as u128) as u64;
+            e.vruntime += mul_div(delta, NICE_0_LOAD, e.weight);
             self.update_min_vruntime(cpu);
         }
     }
@@ -289,7 +348,7 @@ impl Fair {
         }
         let nr_latency = (self.p.sched_latency.0 / self.p.min_granularity.0.max(1)).max(1);
         let period = if nr > nr_latency { self.p.min_granularity.0 * nr } else { self.p.sched_latency.0 };
-        let slice = (period as u128 * e.weight as u128 / load.max(1) as u128) as u64;
+        let slice = mul_div(period, e.weight, load.max(1));
         Nanos(slice.max(self.p.min_granularity.0))
     }
 
@@ -324,7 +383,7 @@ impl Fair {
             Some(cur) => {
                 self.update_curr(cpu, v.now);
                 let e = &self.se[t.idx()];
-                let gran = (self.p.wakeup_granularity.0 as u128 * NICE_0_LOAD as u128 / e.weight as u128) as u64;
+                let gran = mul_div(self.p.wakeup_granularity.0, NICE_0_LOAD, e.weight);
                 if self.se[cur.idx()].vruntime > e.vruntime + gran {
                     self.stats.wake_preempts += 1;
                     fx.resched(cpu);
@@ -377,7 +436,7 @@ impl Fair {
         }
         let mut seen = vec![false; self.se.len()];
         for (c, q) in self.rq.iter().enumerate() {
-            for (vr, t) in q {
+            for (vr, t) in q.iter() {
                 debug_assert!(!seen[t.idx()], "{t} on two runqueues");
                 seen[t.idx()] = true;
                 let e = &self.se[t.idx()];
@@ -580,8 +639,32 @@ mod tests {
     //! Worked examples driving the fair dispatcher directly, hook by hook.
     use super::*;
     use ampsched_model::CpuSet;
+    use std::collections::BTreeSet;
 
     use crate::testkit::World;
+
+    #[test]
+    fn a_runqueue_orders_by_vruntime_then_id_like_an_ordered_set() {
+        // CFS picks the leftmost (least vruntime); equal vruntimes go by task id.
+        let mut q = RunQueue::default();
+        for k in [(500, TaskId(3)), (200, TaskId(9)), (500, TaskId(1)), (200, TaskId(2))] {
+            assert!(q.insert(k));
+        }
+        assert!(!q.insert((500, TaskId(1))), "queued twice");
+        let order: Vec<_> = q.iter().copied().collect();
+        assert_eq!(order, [(200, TaskId(2)), (200, TaskId(9)), (500, TaskId(1)), (500, TaskId(3))]);
+        assert!(q.remove(&(200, TaskId(2))) && !q.remove(&(200, TaskId(2))));
+        assert_eq!((q.first(), q.len()), (Some(&(200, TaskId(9))), 3));
+    }
+
+    #[test]
+    fn mul_div_agrees_with_128_bit_arithmetic() {
+        // 3 ms at weight 2048: 3_000_000 × 1024 / 2048 = 1.5 ms of vruntime.
+        assert_eq!(mul_div(3_000_000, NICE_0_LOAD, 2048), 1_500_000);
+        // A product past 2^64 takes the 128-bit path: (2^62 × 1024) / 3072 = 2^62 / 3.
+        assert_eq!(mul_div(1 << 62, NICE_0_LOAD, 3072), (1u64 << 62) / 3);
+        assert_eq!(mul_div(u64::MAX, 7, 7), u64::MAX);
+    }
 
     fn fair(w: &World) -> Fair {
         let mut f = Fair::new(FairParams::default(), &w.topo);

@@ -54,7 +54,15 @@ impl Sim {
     }
 
     /// Account a running task's progress up to now.
+    #[inline]
     pub(super) fn settle(&mut self, t: TaskId) {
+        self.settle_with(t, true);
+    }
+
+    /// Account a running task's progress up to now; `work`: also the work
+    /// left of a compute (false when it completes now and the caller zeroes
+    /// it: the division that yields it is skipped, the refill still paid).
+    pub(super) fn settle_with(&mut self, t: TaskId, work: bool) {
         let now = self.now;
         let tk = &mut self.tasks[t.idx()];
         let St::Running(c) = tk.st else { return };
@@ -70,9 +78,12 @@ impl Sim {
         }
         self.series.run[tk.domain.idx()][cpu.class] += dt;
         match tk.act {
-            Act::Compute => {
+            Act::Compute if work => {
                 let cost = tk.cost_on(cpu.speed);
                 tk.advance_compute(dt, cost, cpu.avail)
+            }
+            Act::Compute => {
+                tk.pay_refill(dt, cpu.avail);
             }
             Act::Spin { .. } => {
                 tk.spin_ns += dt;

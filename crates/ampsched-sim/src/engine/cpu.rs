@@ -11,7 +11,7 @@
 //! event loop, tasks, the dispatcher or placer bridges: the engine tells a
 //! CPU when its state changes; this room only keeps its books.
 
-use super::fixed::{amount, share};
+use super::fixed::{amount, share, ONE};
 use ampsched_model::{CpuInfo, Nanos, NoiseSpec, TaskId, Topology};
 
 /// The machine as the engine runs it for `disp`: a dispatcher with an RT
@@ -60,6 +60,9 @@ pub(super) struct Cpu {
     pub(super) noise: f64,
     /// Share of its time left to the task: 1 − `noise`, fixed-point.
     pub(super) avail: u64,
+    /// Bursty noise's fraction and `avail` outside (`[0]`) and inside (`[1]`) a burst,
+    /// turned into shares once, not at every switch.
+    phases: [(f64, u64); 2],
     pub(super) noise_on: bool,
     /// Its bursts are stalls (`NoiseSpec::Bursty::stall`): timer decisions wait for their end.
     pub(super) stalls: bool,
@@ -89,6 +92,7 @@ impl Cpu {
             resched_pending: false,
             noise: 0.0,
             avail: 0,
+            phases: [(0.0, ONE); 2],
             noise_on: false,
             stalls: matches!(c.noise, NoiseSpec::Bursty { stall: true, .. }),
             tick_owed: false,
@@ -100,12 +104,21 @@ impl Cpu {
             p_idle: 0,
             p_noise: 0,
         };
+        if let NoiseSpec::Bursty { fraction_on, fraction_off, .. } = c.noise {
+            cpu.phases = [fraction_off, fraction_on].map(|f| (f, share(1.0 - f)));
+        }
         cpu.set_noise(match c.noise {
             NoiseSpec::None => 0.0,
             NoiseSpec::Constant { fraction } => fraction,
             NoiseSpec::Bursty { fraction_off, .. } => fraction_off,
         });
         cpu
+    }
+
+    /// Bursty noise switched on (inside a burst) or off: its fraction of that phase now applies.
+    #[inline]
+    pub(super) fn noise_phase(&mut self, on: bool) {
+        (self.noise, self.avail) = self.phases[usize::from(on)];
     }
 
     /// Whether the CPU is inside a stall now (a burst of stalling noise).

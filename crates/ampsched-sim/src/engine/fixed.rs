@@ -49,7 +49,27 @@ pub(super) fn work_in(cpu: u128, cost: u64) -> u128 {
         // A dyadic cost (speed 1 or 2 without memory share): a shift, the same quotient.
         return (cpu << SHIFT) >> cost.trailing_zeros();
     }
+    // Long division in two 64-bit steps when the pieces fit (a CPU time under
+    // 2^32 ns and a cost below one CPU ns per ns of work: a CPU faster than
+    // speed 1): with cpu = q·cost + r, cpu·2^SHIFT / cost = q·2^SHIFT +
+    // r·2^SHIFT / cost, the same quotient as the 128-bit division, which is
+    // done in software and cost a tenth of a noisy run's time.
+    if let Ok(c) = u64::try_from(cpu) {
+        let (q, r) = (c / cost, c % cost);
+        if r >> (64 - SHIFT) == 0 {
+            return ((q as u128) << SHIFT) + u128::from((r << SHIFT) / cost);
+        }
+    }
     (cpu << SHIFT) / cost as u128
+}
+
+/// `a` / `d` rounded up: a 64-bit division when `a` fits (the same quotient).
+#[inline]
+pub(super) fn div_ceil(a: u128, d: u64) -> u128 {
+    match u64::try_from(a) {
+        Ok(a) => u128::from(a.div_ceil(d)),
+        Err(_) => a.div_ceil(d as u128),
+    }
 }
 
 /// The least CPU time (an amount) in which work `work` is done at `cost`: the
@@ -86,6 +106,27 @@ mod tests {
         assert_eq!(c, 1_431_655_765);
         let cpu = cpu_for(w, c);
         assert!(work_in(cpu, c) >= w && work_in(cpu - 1, c) < w);
+    }
+
+    #[test]
+    fn the_64_bit_paths_give_the_128_bit_quotients() {
+        // Speed 2.2: cost round(2^32 / 2.2) = 1952257862. 1 ms of CPU time is
+        // amount 10^6·2^32 = q·cost + r with q = 2199999, r = 1951857862
+        // (< 2^32), so the work is q·2^32 + ⌊r·2^32 / cost⌋ = 9448923756232704
+        // + 4294087296 units: 2.2 ms of work less 880000 units (0.0002 ns, the cost's rounding).
+        let c = cost(2.2, 0.0);
+        assert_eq!(c, 1_952_257_862);
+        let cpu = amount(1_000_000);
+        assert_eq!(work_in(cpu, c), 9_448_928_050_320_000);
+        // Every path against the plain 128-bit division: CPU times below and
+        // above 2^64 units, costs below and above one (a CPU slower than
+        // speed 1, or memory-bound work: the remainder no longer fits 32 bits).
+        for k in [c, cost(1.1, 0.3), cost(0.5, 0.0), cost(0.7, 0.9), 3, u64::MAX - 1] {
+            for cpu in [1u128, 12345, amount(999_999) + 77, (1u128 << 64) - 1, 1 << 64, amount(1 << 40) + 5] {
+                assert_eq!(work_in(cpu, k), (cpu << SHIFT) / k as u128, "{cpu} at {k}");
+                assert_eq!(div_ceil(cpu, k), cpu.div_ceil(k as u128), "{cpu} / {k}");
+            }
+        }
     }
 
     #[test]

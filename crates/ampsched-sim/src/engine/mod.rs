@@ -405,7 +405,8 @@ impl Sim {
                     return;
                 }
                 let St::Running(c) = self.tasks[t.idx()].st else { return };
-                self.settle(t);
+                // A compute completing now: its work left is zeroed below, not computed.
+                self.settle_with(t, self.tasks[t.idx()].act != Act::Compute);
                 match self.tasks[t.idx()].act {
                     Act::Compute => {
                         let tk = &mut self.tasks[t.idx()];
@@ -447,9 +448,7 @@ impl Sim {
                 }
                 let on = !self.cpus[ci].noise_on;
                 self.cpus[ci].noise_on = on;
-                if let NoiseSpec::Bursty { fraction_on, fraction_off, .. } = self.topo.cpus[ci].noise {
-                    self.cpus[ci].set_noise(if on { fraction_on } else { fraction_off });
-                }
+                self.cpus[ci].noise_phase(on);
                 if let Some(t) = self.cpus[ci].curr {
                     self.replan(t);
                 }

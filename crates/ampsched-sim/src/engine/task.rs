@@ -20,7 +20,7 @@
 
 use super::clock::Key;
 use super::config::TaskInit;
-use super::fixed::{cost, cpu_for, work_in, ONE};
+use super::fixed::{cost, cpu_for, div_ceil, work_in, ONE};
 use crate::latency::LatencyHist;
 use ampsched_model::{CpuId, DomainId, Nanos, Op, Program};
 use std::sync::Arc;
@@ -224,13 +224,21 @@ impl Task {
     /// its time: the refill owed takes half of the CPU time until paid.
     #[inline]
     pub(super) fn advance_compute(&mut self, dt: u64, cost: u64, avail: u64) {
-        let cpu = dt as u128 * avail as u128;
-        let r = self.refill_left.min(cpu >> 1);
-        self.refill_left -= r;
+        let (cpu, r) = self.pay_refill(dt, avail);
         self.work_left = self.work_left.saturating_sub(work_in(cpu - r, cost));
         if self.work_left < EPS {
             self.work_left = 0;
         }
+    }
+
+    /// The refill part of `advance_compute` alone: pay the refill owed out of
+    /// `dt` ns at the share `avail`; the CPU time (an amount) and the part that went to refill.
+    #[inline]
+    pub(super) fn pay_refill(&mut self, dt: u64, avail: u64) -> (u128, u128) {
+        let cpu = dt as u128 * avail as u128;
+        let r = self.refill_left.min(cpu >> 1);
+        self.refill_left -= r;
+        (cpu, r)
     }
 
     /// Wall time until the current compute ends (see `advance_compute`): the
@@ -244,7 +252,7 @@ impl Task {
         // the halves rounded down), past it refill + need.
         let need = cpu_for(self.work_left, cost);
         let cpu = if need <= self.refill_left { 2 * need - 1 } else { self.refill_left + need };
-        // Without noise `avail` is one whole share: a shift, not a 128-bit division.
-        Nanos(if avail == ONE { cpu.div_ceil(ONE as u128) } else { cpu.div_ceil(avail as u128) } as u64)
+        // Without noise `avail` is one whole share: a shift, not a division.
+        Nanos(if avail == ONE { cpu.div_ceil(ONE as u128) } else { div_ceil(cpu, avail) } as u64)
     }
 }
