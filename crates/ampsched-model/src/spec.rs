@@ -478,6 +478,10 @@ pub struct DomainSpec {
     pub workload: Option<WorkloadSpec>,
     /// Per-task workloads (vCPU i gets `tasks[i]`; the rest stay idle).
     pub tasks: Option<Vec<WorkloadSpec>>,
+    /// A background domain (a testbed's dom0): its vCPUs run and compete as any
+    /// other's, but a run that ends when all are done does not wait for them,
+    /// and studies leave it out of their per-VM figures. Default false.
+    pub background: Option<bool>,
 }
 
 /// A workload: a named model (with parameter overrides) or an inline program.

@@ -146,6 +146,9 @@ pub struct DomainResult {
     pub migrations_local: u64,
     /// Migrations across memory domains.
     pub migrations_remote: u64,
+    /// A background domain (a testbed's dom0): the run did not wait for it (absent: false).
+    #[serde(skip_serializing_if = "is_false")]
+    pub background: bool,
     /// Time series at the statistics interval.
     pub series: Vec<SeriesPoint>,
 }
@@ -245,6 +248,11 @@ pub struct SimOutput {
     pub schema: &'static str,
     /// The runs, in seed order.
     pub runs: Vec<RunResult>,
+}
+
+/// Serde's `skip_serializing_if` for a flag that is absent when false.
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn secs(ns: u64) -> String {

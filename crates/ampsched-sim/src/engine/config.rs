@@ -76,6 +76,8 @@ pub struct TaskInit {
     /// The thread's own name (an rt-app task name, `name-k` for instance k),
     /// carried into results and traces; `None`: named `domain/vN` there.
     pub name: Option<Arc<str>>,
+    /// Of a background domain: a run that ends when all are done does not wait for it.
+    pub background: bool,
 }
 
 /// When a run stops.

@@ -87,10 +87,12 @@ impl Sim {
                 Op::End => {
                     self.set_state(t, St::Done);
                     self.tasks[t.idx()].done_at = Some(self.now);
-                    self.live -= 1;
-                    if self.live == 0 {
-                        if let Stop::AllDone { .. } = self.stop {
-                            self.finished = true;
+                    if !self.tasks[t.idx()].background {
+                        self.live -= 1;
+                        if self.live == 0 {
+                            if let Stop::AllDone { .. } = self.stop {
+                                self.finished = true;
+                            }
                         }
                     }
                     return Outcome::Done;

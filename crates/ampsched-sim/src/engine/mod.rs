@@ -30,6 +30,12 @@
 //! drift by the stalls. Noise without `stall` only slows the work.
 //! Reschedules asked by other CPUs (`Effects::resched`) are not deferred.
 //!
+//! Background tasks (a domain with `background = true`: a testbed's dom0)
+//! run, block and wake like any other, so the dispatcher sees their wake-ups
+//! preempt and displace the guests' vCPUs as the real dom0's do; but a run
+//! that ends when all are done counts only the others as live, so it ends
+//! with the guests' work, never waiting for a background loop.
+//!
 //! Invariants (debug-asserted): a task runs on at most one CPU; a running
 //! task's CPU has it as `curr`; only runnable tasks are picked.
 //!
@@ -187,7 +193,8 @@ impl Sim {
         let cpus: Vec<Cpu> = topo.cpus.iter().map(|c| Cpu::new(c, c.class == topo.fast_class && asymmetric)).collect();
         let nd = cfg.domains.len();
         let idle_fast = cpus.iter().filter(|c| c.fast).count() as u32;
-        let live = tasks.iter().filter(|t| !t.idle_vcpu).count();
+        // The tasks a run that ends when all are done waits for: not idle, not background.
+        let live = tasks.iter().filter(|t| !t.idle_vcpu && !t.background).count();
         let ids = tasks.len().max(topo.ncpus()).max(cfg.events.len());
         assert!(ids < 1 << clock::ID_BITS, "{ids} tasks, CPUs or domain changes: at most 2^{} fit", clock::ID_BITS);
         Sim {

@@ -98,6 +98,7 @@ impl Sim {
                     spin_ns: mine.iter().map(|t| t.spin_ns).sum(),
                     migrations_local: mine.iter().map(|t| t.migrations_local).sum(),
                     migrations_remote: mine.iter().map(|t| t.migrations_remote).sum(),
+                    background: self.tasks.iter().any(|t| t.domain.0 == d as u32 && t.background),
                     series: std::mem::take(&mut self.series.points[d]),
                 }
             })

@@ -112,6 +112,8 @@ pub(super) struct Task {
     pub(super) st: St,
     pub(super) act: Act,
     pub(super) idle_vcpu: bool,
+    /// Of a background domain: not counted among the live tasks a run waits for.
+    pub(super) background: bool,
     pub(super) work_left: u128,
     pub(super) mem: f64,
     /// `fixed::cost` of `mem` at speed `f64::from_bits(cost_speed)` (NaN bits: not
@@ -165,6 +167,7 @@ impl Task {
         Task {
             domain: ti.domain,
             idle_vcpu: ti.program.ops.first() == Some(&Op::End),
+            background: ti.background,
             prog: ti.program.clone(),
             sync: Arc::from(Vec::new()),
             pc: 0,

@@ -101,6 +101,7 @@ fn config(topo: Topology, programs: Vec<Vec<Op>>, slice: Nanos) -> SimConfig {
             group: 0,
             rank: i as u32,
             name: None,
+            background: false,
         })
         .collect();
     let domain = DomainView {
@@ -433,4 +434,28 @@ fn a_tick_due_inside_a_stall_runs_at_its_end_and_the_next_comes_a_period_later()
 
 fn compute_us(us: u64) -> Op {
     Op::Compute { work: Nanos(us * 1_000), mem: 0.0, ws_kb: 0, overlap: 1.0 }
+}
+
+#[test]
+fn a_run_that_ends_when_all_are_done_does_not_wait_for_a_background_task() {
+    // Two CPUs at speed 1: task 0 computes 10 ms; task 1, of a background domain (a
+    // testbed's dom0), computes 1 ms then sleeps 1 s, 100 times. The run ends when task 0
+    // does, at 10 ms, all done, not truncated; the background task is left unfinished.
+    // Without the flag the run would last until the background task's end (~99 s).
+    let bg = vec![
+        Op::LoopStart { count: 100, end: 3 },
+        compute(1),
+        Op::Sleep { dur: Nanos(1000 * MS) },
+        Op::LoopEnd { start: 0 },
+        Op::End,
+    ];
+    let mut cfg = config(machine(&[1.0, 1.0]), vec![vec![compute(10), Op::End], bg], Nanos::MAX);
+    cfg.tasks[1].background = true;
+    let r = Sim::new(cfg).run();
+    assert!(r.all_done && !r.truncated);
+    assert_eq!(r.end_ns, 10 * MS);
+    assert_eq!(done_ms(&r.tasks[0]), 10.0);
+    assert_eq!(r.tasks[1].completion_ns, None);
+    assert_eq!(r.tasks[1].cpu_ns.total(), MS);
+    assert!(r.domains[0].background);
 }

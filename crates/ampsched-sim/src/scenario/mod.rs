@@ -683,6 +683,7 @@ fn build_domains(
                 group: g,
                 rank,
                 name,
+                background: d.background.unwrap_or(false),
             });
         }
     }
