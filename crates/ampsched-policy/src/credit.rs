@@ -40,7 +40,9 @@
 //! - Waking UNDER vCPUs become BOOST and are queued on the pCPU they last ran
 //!   on; the waker tickles that pCPU if it is idle (or, with no idlers, if
 //!   BOOST beats what runs there), else one idle pCPU in the vCPU's affinity,
-//!   rotating (`xen40`: preempt when higher priority, and tickle all idlers).
+//!   rotating (`xen40`: preempt when higher priority, and tickle all idlers,
+//!   the own pCPU first: its softirq runs before an IPI'd idler looks for work,
+//!   so the idler steals the vCPU the waker preempted).
 //! - Runqueues are ordered by priority (BOOST > UNDER > OVER), FIFO within
 //!   one; a pCPU whose head is OVER or that would idle steals the first
 //!   strictly-higher-priority, not-running, allowed vCPU from a peer with
@@ -682,15 +684,21 @@ impl Credit {
         let cur_pri = v.curr[cpu.idx()].map(|c| self.vc[c.idx()].pri).unwrap_or(PRI_IDLE);
         let aff = v.tasks[t.idx()].affinity;
         if self.p.profile == Profile::Xen40 {
-            let mut mask = CpuSet::new();
+            // `cpumask_raise_softirq` marks SCHEDULE_SOFTIRQ pending on every pCPU of the mask
+            // and sends the others an event-check IPI: `t`'s own pCPU, where the wake-up is
+            // handled, runs `schedule()` on its way out of the interrupt, before an idler woken
+            // from `hlt` by the IPI looks for work. So the own pCPU reschedules first: it takes
+            // `t` and queues the vCPU it preempted, which the idlers then steal
+            // (`csched_load_balance`) — how a busy pCPU's vCPU reaches an idle one in Xen 4.0.
             if new_pri > cur_pri {
-                mask.insert(cpu);
+                fx.resched(cpu);
             }
             if cur_pri > PRI_IDLE {
-                mask = mask.or(&self.idlers.and(&aff));
-            }
-            for c in mask.iter() {
-                fx.resched(c);
+                for c in self.idlers.and(&aff).iter() {
+                    if c != cpu {
+                        fx.resched(c);
+                    }
+                }
             }
             return;
         }
@@ -1516,6 +1524,42 @@ mod tests {
         let mut fx = Effects::default();
         c.tick(&w.view(Nanos::from_ms(30)), CpuId(1), &mut fx);
         assert!(fx.resched.is_empty());
+    }
+
+    #[test]
+    fn xen40_wake_on_a_busy_cpu_preempts_there_first_and_an_idler_steals_the_preempted() {
+        // Xen 4.0 on 2 CPUs: guest vCPU A runs on CPU 1 (its wake-up BOOST dropped to UNDER
+        // by the tick at 10 ms), CPU 0 idles. dom0's vCPU D, last on CPU 1, wakes at 15 ms:
+        // UNDER → BOOST (0) > A's UNDER (−1), so `__runq_tickle`'s mask is {CPU 1 (preempt),
+        // CPU 0 (an idler)}; CPU 1's softirq runs first.
+        let mut w = world(2, &[(256, 0, 1), (256, 0, 1)]);
+        let mut c = Credit::new("xen40", CreditParams::defaults(Profile::Xen40), &w.topo);
+        c.init(&w.view(Nanos::ZERO));
+        let (d, a) = (TaskId(0), TaskId(1));
+        c.place(d, CpuId(1));
+        c.place(a, CpuId(1));
+        let mut fx = Effects::default();
+        c.wake(&w.view(Nanos::ZERO), a, &mut fx);
+        assert_eq!(c.pick_next(&w.view(Nanos::ZERO), CpuId(1), None, false, &mut fx).task, Some(a));
+        w.curr[1] = Some(a);
+        assert!(c.idlers().contains(CpuId(0)) && !c.idlers().contains(CpuId(1)));
+        c.tick(&w.view(Nanos::from_ms(10)), CpuId(1), &mut Effects::default());
+        assert_eq!(c.pri_of(a), PRI_UNDER);
+        let now = Nanos::from_ms(15);
+        let mut fx = Effects::default();
+        c.wake(&w.view(now), d, &mut fx);
+        assert_eq!(fx.resched, vec![CpuId(1), CpuId(0)]);
+        // CPU 1 reschedules: D (BOOST) runs, A goes back to CPU 1's queue.
+        let p = c.pick_next(&w.view(now), CpuId(1), Some(a), true, &mut Effects::default());
+        assert_eq!(p.task, Some(d));
+        w.curr[1] = Some(d);
+        assert_eq!(c.runq(CpuId(1)), &[a][..]);
+        // CPU 0, idle, finds nothing of its own and steals A (UNDER > IDLE) from CPU 1, which
+        // has 2 runnable: the busy pCPU's vCPU reaches the idle one.
+        let p = c.pick_next(&w.view(now), CpuId(0), None, false, &mut Effects::default());
+        assert_eq!(p.task, Some(a));
+        assert_eq!(c.cpu_of(a), CpuId(0));
+        assert!(c.runq(CpuId(1)).is_empty());
     }
 
     #[test]
