@@ -1,6 +1,14 @@
 //! The AASH study (docs/design/aash.md; docs/design/experiments.md, AASH table): nine experiments,
 //! credit against AASH (and, where it isolates a mechanism, AASH with that
 //! mechanism off). Every figure and sentence below is computed from the runs.
+//!
+//! The baseline is credit as the paper's testbed ran it: Xen 3.x/4.0 rules (the `xen40`
+//! profile) with the testbed's dom0 in the background (`xen-dom0`, one vCPU per pCPU). A dom0
+//! wake-up on a pCPU running a guest vCPU preempts it there and tickles every idle pCPU, which
+//! steals the preempted vCPU (`__runq_tickle`, `csched_load_balance`): that is how an idle
+//! fast pCPU of the real machine got a guest vCPU back under credit. Without dom0 a guest whose
+//! vCPUs never block keeps its creation placement, and the fast pCPU idles once its vCPU is
+//! done. dom0 is left out of every per-VM figure here (`vms`, `of_vm`), as in the paper.
 
 use super::{completion_s, row, secs, speedups, EmbeddedFile, Runs, Study};
 use crate::report::svg::{BarChart, BarSeries, Chart, LineChart, LineSeries, LineStyle};
@@ -46,6 +54,22 @@ fn fast_class(r: &RunResult) -> Option<usize> {
     r.classes.iter().position(|c| c == "fast")
 }
 
+/// The run's VMs: its domains but a background one (the testbed's dom0), which the paper's
+/// figures never count.
+fn vms(r: &RunResult) -> impl Iterator<Item = &DomainResult> {
+    r.domains.iter().filter(|d| !d.background)
+}
+
+/// Whether a task is a VM's (not the background domain's).
+fn of_vm(r: &RunResult, t: &ampsched_sim::results::TaskResult) -> bool {
+    r.domains.get(t.domain as usize).is_some_and(|d| !d.background)
+}
+
+/// Migrations of every VM task of a run (within and across memory domains), summed.
+fn vm_migrations(r: &RunResult) -> f64 {
+    r.tasks.iter().filter(|t| of_vm(r, t)).map(|t| t.migrations_local + t.migrations_remote).sum::<u64>() as f64
+}
+
 /// Share of a domain's CPU time spent on fast CPUs.
 fn fast_share(d: &DomainResult, fast: Option<usize>) -> f64 {
     let total = d.cpu_ns.total();
@@ -86,7 +110,7 @@ impl Subject {
         match self {
             Subject::All => {
                 let (mut fast, mut all) = (0u64, 0u64);
-                for d in &r.domains {
+                for d in vms(r) {
                     all += d.cpu_ns.total();
                     fast += f.map(|i| d.cpu_ns.values[i]).unwrap_or(0);
                 }
@@ -138,7 +162,7 @@ impl Subject {
             ts.fold((0.0, 0.0), |a, t| (a.0 + secs(t.blocked_ns), a.1 + t.migrations_remote as f64))
         };
         match self {
-            Subject::All => sum(&|_| true),
+            Subject::All => sum(&|t| of_vm(r, t)),
             Subject::Domain(n) => {
                 let id = super::domain(r, n).id;
                 sum(&|t| t.domain == id)
@@ -148,7 +172,7 @@ impl Subject {
     }
     fn migrations(&self, r: &RunResult) -> f64 {
         match self {
-            Subject::All => super::migrations(r),
+            Subject::All => vm_migrations(r),
             Subject::Domain(n) => {
                 let d = super::domain(r, n);
                 (d.migrations_local + d.migrations_remote) as f64
@@ -166,6 +190,9 @@ fn subjects(runs: &Runs, c: usize, per_task: bool) -> Vec<Subject> {
     let sc = &runs.exp.cases[c].scenario;
     let mut out = Vec::new();
     for (di, d) in sc.spec.domains.iter().enumerate() {
+        if d.background == Some(true) {
+            continue;
+        }
         match (&d.tasks, per_task) {
             (Some(ts), true) => {
                 for (v, t) in ts.iter().enumerate() {
@@ -206,7 +233,7 @@ fn tslice_ns(runs: &Runs, c: usize, label: &str) -> f64 {
 fn max_migrations_per_slice(r: &RunResult, slice_ns: f64) -> f64 {
     r.tasks
         .iter()
-        .filter(|t| t.cpu_ns.total() as f64 >= slice_ns)
+        .filter(|t| of_vm(r, t) && t.cpu_ns.total() as f64 >= slice_ns)
         .map(|t| (t.migrations_local + t.migrations_remote) as f64 * slice_ns / t.cpu_ns.total() as f64)
         .fold(0.0, f64::max)
 }
@@ -215,7 +242,7 @@ fn max_migrations_per_slice(r: &RunResult, slice_ns: f64) -> f64 {
 /// when it says the mean completion of its four identical VMs is about the same under both
 /// schedulers, as opposed to the run's end (the slowest VM).
 fn mean_completion_s(r: &RunResult) -> f64 {
-    Stat::of(&r.domains.iter().map(|d| completion_s(r, &d.name)).collect::<Vec<_>>()).mean
+    Stat::of(&vms(r).map(|d| completion_s(r, &d.name)).collect::<Vec<_>>()).mean
 }
 
 /// Per-subject, per-policy metrics of one case.
@@ -262,7 +289,7 @@ fn case_stats(runs: &Runs, c: usize, per_task: bool, rows: &mut Vec<Row>) -> Vec
                 // Fairness: the stdev of the domains' completion times within a run, then over runs.
                 let sd: Vec<f64> = rs
                     .iter()
-                    .map(|r| Stat::of(&r.domains.iter().map(|d| completion_s(r, &d.name)).collect::<Vec<_>>()).stdev)
+                    .map(|r| Stat::of(&vms(r).map(|d| completion_s(r, &d.name)).collect::<Vec<_>>()).stdev)
                     .collect();
                 rows.push(row(&exp.name, &case, &label, p, "stdev_completion_s", "s", &sd));
                 // The papers' "mean completion": the domains' completion times averaged within a
@@ -451,7 +478,7 @@ fn overhead(runs: &Runs, rows: &mut Vec<Row>) -> Section {
         worst.0,
         runs.of(runs.exp.cases.iter().position(|c| c.name == worst.0).unwrap_or(0), "credit")
             .iter()
-            .map(super::migrations)
+            .map(vm_migrations)
             .sum::<f64>()
             / runs.exp.seeds.len() as f64,
     );
@@ -478,7 +505,14 @@ fn fair(runs: &Runs, rows: &mut Vec<Row>) -> Section {
     let labels = runs.labels();
     let mut all_st = Vec::new();
     let mut cats = Vec::new();
-    let vms: Vec<String> = runs.exp.cases[0].scenario.spec.domains.iter().map(|d| d.name.clone()).collect();
+    let vms: Vec<String> = runs.exp.cases[0]
+        .scenario
+        .spec
+        .domains
+        .iter()
+        .filter(|d| d.background != Some(true))
+        .map(|d| d.name.clone())
+        .collect();
     let mut stacked: Vec<Vec<f64>> = vec![Vec::new(); vms.len()];
     let mut sd_series: Vec<Vec<f64>> = vec![Vec::new(); labels.len()];
     let mut sd_err: Vec<Vec<(f64, f64)>> = vec![Vec::new(); labels.len()];
@@ -700,7 +734,7 @@ fn timeseries_exp(runs: &Runs, rows: &mut Vec<Row>) -> Section {
             let r = &runs.of(c, p)[0];
             let f = fast_class(r);
             let ivl = secs(r.stats_interval_ns);
-            for d in &r.domains {
+            for d in vms(r) {
                 let name = format!("{} / {p}", d.name);
                 active.push(LineSeries {
                     name: name.clone(),
@@ -748,9 +782,7 @@ fn timeseries_exp(runs: &Runs, rows: &mut Vec<Row>) -> Section {
         let sh = |p: &str| -> Vec<String> {
             let rs = runs.of(c, p);
             let f = fast_class(&rs[0]);
-            rs[0]
-                .domains
-                .iter()
+            vms(&rs[0])
                 .map(|d| {
                     let v: Vec<f64> = rs.iter().map(|r| fast_share(super::domain(r, &d.name), f)).collect();
                     let fast_s: Vec<f64> = rs
