@@ -684,6 +684,10 @@ impl Dispatcher for Aash {
         self.cr.account_period()
     }
 
+    fn account_cpu(&self) -> Option<CpuId> {
+        self.cr.account_cpu()
+    }
+
     fn init(&mut self, v: &SysView) {
         let n = v.tasks.len();
         self.granted = vec![false; n];

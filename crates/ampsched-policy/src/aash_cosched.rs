@@ -158,6 +158,10 @@ impl Dispatcher for AashGang {
         self.aash.account_period()
     }
 
+    fn account_cpu(&self) -> Option<CpuId> {
+        self.aash.account_cpu()
+    }
+
     fn init(&mut self, v: &SysView) {
         self.aash.init(v);
         self.dom_of = v.tasks.iter().map(|t| t.domain).collect();

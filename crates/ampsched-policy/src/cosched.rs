@@ -493,6 +493,10 @@ impl<S: Scheme, B: CoBase> Dispatcher for CoSched<S, B> {
         self.base.account_period()
     }
 
+    fn account_cpu(&self) -> Option<CpuId> {
+        self.base.account_cpu()
+    }
+
     fn init(&mut self, v: &SysView) {
         self.base.init(v);
         let c = &mut self.core;

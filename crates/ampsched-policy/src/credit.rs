@@ -13,6 +13,10 @@
 //!   Afterwards credit < 0 → OVER (clipped at −300; a capped vCPU below
 //!   −cap is parked), credit ≥ 0 → UNDER, credit > 300 → leaves the active
 //!   list with its credit halved (`xen40`: reset to 0).
+//!   The accounting runs from one timer on the pool's first pCPU, the
+//!   master (`master_ticker`, set up by `init_pdata`; re-armed `tslice` after
+//!   `csched_acct` ran): [`Credit::account_cpu`], so a stalled master
+//!   accounts late (the engine's stalls).
 //! - A per-CPU tick (every slice / 3 = 10 ms) on a busy CPU burns credit,
 //!   drops BOOST to UNDER and (re)activates the vCPU: only a tick that finds
 //!   a vCPU running makes it active, so a vCPU that always blocks before a
@@ -1260,6 +1264,11 @@ impl Dispatcher for Credit {
 
     fn account_period(&self) -> Nanos {
         self.p.tslice
+    }
+
+    fn account_cpu(&self) -> Option<CpuId> {
+        // `csched_acct` runs from `master_ticker` on the pool's first pCPU (`init_pdata`).
+        Some(CpuId(0))
     }
 
     fn init(&mut self, v: &SysView) {

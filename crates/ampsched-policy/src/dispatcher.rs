@@ -100,6 +100,12 @@ pub trait Dispatcher: Send {
     fn tick_period(&self) -> Nanos;
     /// Period of `account` (`Nanos::ZERO` = none).
     fn account_period(&self) -> Nanos;
+    /// The CPU whose timer runs `account`, if it is one CPU's (Xen credit's
+    /// `master_ticker`): a stalled CPU runs it late (the engine's stalls); `None`
+    /// (the default): a global timer no stall delays.
+    fn account_cpu(&self) -> Option<CpuId> {
+        None
+    }
     /// True when it runs the machine's RT loads itself (an RT class above
     /// its own); otherwise the simulator charges them as noise.
     fn models_rt_load(&self) -> bool {
