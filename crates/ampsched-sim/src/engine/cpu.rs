@@ -68,6 +68,10 @@ pub(super) struct Cpu {
     pub(super) stalls: bool,
     /// A tick came due inside a stall and is owed at its end.
     pub(super) tick_owed: bool,
+    /// A reschedule asked inside a stall, owed at its end.
+    pub(super) resched_owed: bool,
+    /// The dispatcher's accounting (its timer on this CPU) came due inside a stall.
+    pub(super) account_owed: bool,
     pub(super) acc_since: Nanos,
     pub(super) busy: u128,
     pub(super) idle: u128,
@@ -96,6 +100,8 @@ impl Cpu {
             noise_on: false,
             stalls: matches!(c.noise, NoiseSpec::Bursty { stall: true, .. }),
             tick_owed: false,
+            resched_owed: false,
+            account_owed: false,
             acc_since: Nanos::ZERO,
             busy: 0,
             idle: 0,
@@ -125,6 +131,13 @@ impl Cpu {
     #[inline]
     pub(super) fn stalled(&self) -> bool {
         self.stalls && self.noise_on
+    }
+
+    /// Whether the CPU runs a task and is inside a stall: what is asked of it waits
+    /// for the stall's end (an idle one sleeps and is woken at once; engine essay).
+    #[inline]
+    pub(super) fn busy_stalled(&self) -> bool {
+        self.curr.is_some() && self.stalled()
     }
 
     /// Noise now steals `fraction` of this CPU's time.

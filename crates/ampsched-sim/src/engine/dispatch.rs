@@ -25,6 +25,11 @@ impl Sim {
     pub(super) fn flush_fx(&mut self) {
         for i in 0..self.fx.resched.len() {
             let c = self.fx.resched[i];
+            if self.cpus[c.idx()].busy_stalled() {
+                // Xen's IPI waits for the stall's end (`Sim::stall_ended`; engine essay).
+                self.cpus[c.idx()].resched_owed = true;
+                continue;
+            }
             if !self.cpus[c.idx()].resched_pending {
                 self.cpus[c.idx()].resched_pending = true;
                 self.pending.push_back(Pending::Resched(c));

@@ -28,7 +28,20 @@
 //! the next tick `tick_period` after `csched_tick` ran (`credit.c`:
 //! `set_timer(&spc->ticker, NOW() + …)`) — so the CPU's slice boundaries
 //! drift by the stalls. Noise without `stall` only slows the work.
-//! Reschedules asked by other CPUs (`Effects::resched`) are not deferred.
+//! Two more things wait for a busy CPU's stall to end. A reschedule asked of
+//! it (`Effects::resched`: credit's tickle, a co-scheduler's signal) is
+//! Xen's `cpu_raise_softirq(cpu, SCHEDULE_SOFTIRQ)`, an IPI when `cpu` is
+//! another pCPU: under TCG it sets the target's interrupt request and kicks
+//! its thread, which takes it only once back on a host CPU; it is decided at
+//! the stall's end as a slice end would be (`do_schedule` then sets the next
+//! slice from there). And the dispatcher's accounting, when it runs from one
+//! CPU's timer (`Dispatcher::account_cpu`: credit's `csched_acct` on the
+//! master pCPU's `master_ticker`, re-armed `tslice` after it ran), is taken
+//! at that CPU's stall end and the next one a period later, so the
+//! accounting drifts with the master's stalls. At a stall's end the owed
+//! timers run first — tick, accounting — then the reschedule. An idle CPU is
+//! never kept waiting: its QEMU thread sleeps in a halt and a kick or its
+//! timer wakes it.
 //!
 //! Background tasks (a domain with `background = true`: a testbed's dom0)
 //! run, block and wake like any other, so the dispatcher sees their wake-ups
@@ -330,18 +343,26 @@ impl Sim {
         }
     }
 
-    /// CPU `c`'s stall ended: take the tick and the slice end that came due
-    /// inside it, in Xen's softirq order (timers, then `schedule`).
+    /// CPU `c`'s stall ended: take the tick, the accounting and the slice end
+    /// or reschedule that came due inside it, in Xen's softirq order (timers,
+    /// then `schedule`). An owed reschedule ends the slice now.
     fn stall_ended(&mut self, c: CpuId) {
         let now = self.now;
         let cpu = &mut self.cpus[c.idx()];
         let tick = std::mem::take(&mut cpu.tick_owed);
+        let account = std::mem::take(&mut cpu.account_owed);
+        if std::mem::take(&mut cpu.resched_owed) && cpu.curr.is_some() {
+            cpu.slice_at = now;
+        }
         let slice = cpu.curr.is_some() && cpu.slice_at <= now && cpu.slice_ev_at > now;
         if slice {
             cpu.slice_ev_at = now;
         }
         if tick {
             self.push(now, Ev::Tick(c));
+        }
+        if account {
+            self.push(now, Ev::Account);
         }
         if slice {
             self.push(now, Ev::SliceEnd(c));
@@ -368,6 +389,11 @@ impl Sim {
                 }
             }
             Ev::Account => {
+                if let Some(m) = self.disp.account_cpu().filter(|m| self.cpus[m.idx()].busy_stalled()) {
+                    // Its timer's CPU is stalled: taken at the stall's end (module essay).
+                    self.cpus[m.idx()].account_owed = true;
+                    return;
+                }
                 let mut fx = std::mem::take(&mut self.fx);
                 self.disp.account(&view!(self), &mut fx);
                 self.fx = fx;

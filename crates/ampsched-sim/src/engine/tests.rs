@@ -459,3 +459,104 @@ fn a_run_that_ends_when_all_are_done_does_not_wait_for_a_background_task() {
     assert_eq!(r.tasks[1].cpu_ns.total(), MS);
     assert!(r.domains[0].background);
 }
+
+/// FCFS on 2 CPUs whose CPU 1 asks CPU 0 to reschedule at each of its 5 ms
+/// ticks (credit's tickle, a co-scheduler's signal: an IPI), with a 7 ms
+/// accounting timer on CPU 0 (credit's `master_ticker`); logs when CPU 0
+/// picked and when the accounting ran.
+struct Remote {
+    fcfs: Fcfs,
+    picks: Arc<std::sync::Mutex<Vec<u64>>>,
+    accounts: Arc<std::sync::Mutex<Vec<u64>>>,
+}
+
+impl Dispatcher for Remote {
+    fn name(&self) -> &'static str {
+        "remote"
+    }
+    fn tick_period(&self) -> Nanos {
+        Nanos(5 * MS)
+    }
+    fn account_period(&self) -> Nanos {
+        Nanos(7 * MS)
+    }
+    fn account_cpu(&self) -> Option<CpuId> {
+        Some(CpuId(0))
+    }
+    fn init(&mut self, v: &SysView) {
+        self.fcfs.init(v);
+    }
+    fn wake(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
+        self.fcfs.wake(v, t, fx);
+    }
+    fn block(&mut self, _v: &SysView, _t: TaskId, _cpu: CpuId, _fx: &mut Effects) {}
+    fn tick(&mut self, _v: &SysView, cpu: CpuId, fx: &mut Effects) {
+        if cpu == CpuId(1) {
+            fx.resched(CpuId(0));
+        }
+    }
+    fn account(&mut self, v: &SysView, _fx: &mut Effects) {
+        self.accounts.lock().expect("account log").push(v.now.0 / MS);
+    }
+    fn pick_next(&mut self, v: &SysView, cpu: CpuId, prev: Option<TaskId>, runnable: bool, fx: &mut Effects) -> Pick {
+        if cpu == CpuId(0) {
+            self.picks.lock().expect("pick log").push(v.now.0 / MS);
+        }
+        self.fcfs.pick_next(v, cpu, prev, runnable, fx)
+    }
+    fn affinity_changed(&mut self, _v: &SysView, _t: TaskId, _fx: &mut Effects) {}
+}
+
+/// Run `programs` on 2 CPUs under `Remote` for `ms`, CPU 0 with the bursts above:
+/// CPU 0's pick times and the accounting times, in ms.
+fn remote_run(programs: Vec<Vec<Op>>, stall: bool, ms: u64) -> (Vec<u64>, Vec<u64>) {
+    let mut topo = machine(&[1.0, 1.0]);
+    bursts(&mut topo, stall);
+    let mut cfg = config(topo, programs, Nanos::MAX);
+    cfg.stop = Stop::Duration(Nanos(ms * MS));
+    let (picks, accounts) = (Arc::new(std::sync::Mutex::new(Vec::new())), Arc::new(std::sync::Mutex::new(Vec::new())));
+    let fcfs = Fcfs { queue: VecDeque::new(), kicked: Vec::new(), slice: Nanos::MAX };
+    cfg.dispatcher = Box::new(Remote { fcfs, picks: picks.clone(), accounts: accounts.clone() });
+    Sim::new(cfg).run();
+    let picks = picks.lock().expect("pick log").clone();
+    let accounts = accounts.lock().expect("account log").clone();
+    (picks, accounts)
+}
+
+#[test]
+fn a_reschedule_asked_of_a_busy_stalled_cpu_and_its_accounting_wait_for_the_stall_end() {
+    // Two 40 ms tasks: A on CPU 0 (bursts 9-11, 20-22 ms, ...), B on CPU 1.
+    // CPU 1's ticks at 5, 10, 15, 20, 25 ms each ask CPU 0 to reschedule.
+    // Plain bursts: CPU 0 picks at once, at 0 (A's start), 5, 10, 15, 20, 25;
+    // the accounting runs every 7 ms: 7, 14, 21, 28.
+    // Stalls: the request at 10 (inside 9-11) is taken at 11, the one at 20
+    // at 22 (Xen: the IPI is handled when the pCPU's thread runs again). The
+    // accounting due at 21 (inside 20-22) runs at 22, before that pick, and
+    // the next one 7 ms after it ran (`set_timer(&prv->master_ticker, NOW() +
+    // tslice)`): 29.
+    let progs = || vec![vec![compute(40), Op::End], vec![compute(40), Op::End]];
+    let plain = remote_run(progs(), false, 30);
+    let stalled = remote_run(progs(), true, 30);
+    assert_eq!(plain, (vec![0, 5, 10, 15, 20, 25], vec![7, 14, 21, 28]));
+    assert_eq!(stalled, (vec![0, 5, 11, 15, 22, 25], vec![7, 14, 22, 29]));
+}
+
+#[test]
+fn an_idle_cpu_inside_a_stall_is_woken_at_once() {
+    // Task A sleeps 10 ms and then computes 5 ms; it may run on CPU 0 only. Task
+    // B keeps CPU 1 busy. A's wake-up at 10 ms, inside CPU 0's burst 9-11,
+    // asks idle CPU 0 to pick: at once, with or without stalls (an idle
+    // pCPU's QEMU thread sleeps in a halt and the kick wakes it).
+    let a = vec![Op::Sleep { dur: Nanos(10 * MS) }, compute(5), Op::End];
+    let progs = || vec![a.clone(), vec![compute(20), Op::End]];
+    for stall in [false, true] {
+        let mut topo = machine(&[1.0, 1.0]);
+        bursts(&mut topo, stall);
+        let mut cfg = config(topo, progs(), Nanos::MAX);
+        cfg.tasks[0].affinity = CpuSet::single(CpuId(0));
+        cfg.tasks[1].affinity = CpuSet::single(CpuId(1));
+        let r = Sim::new(cfg).run();
+        // A runs from 10: 10-11 at half speed (0.5 ms of work), then 4.5 ms: done at 15.5.
+        assert_eq!(done_ms(&r.tasks[0]), 15.5, "stall = {stall}");
+    }
+}
