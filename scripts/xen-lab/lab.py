@@ -68,6 +68,17 @@ XEN_IMAGE = Path(os.environ.get("AMPSCHED_XEN_IMAGE", OUT / "xen"))
 LOCK = os.environ.get("AMPSCHED_REALMACHINE_LOCK", "/tmp/ampsched-realmachine.lock")
 SLOW_NICE = 5  # CFS weight 335 against nice 0's 1024
 SAMPLE_S = 0.5  # host-side sampling period of the pCPU threads' CPU time
+# Host context switches of the pCPU threads, recorded with `perf record -e sched:sched_switch` for
+# TRACE_S seconds from TRACE_AFTER_S after GO (every guest busy): the lengths of each thread's
+# stays on a host CPU and of its stalls between them, by why it left (preempted / slept).
+# Opt-in (AMPSCHED_XEN_LAB_TRACE=1): perf's start and stop stall every pCPU thread for up to
+# 0.8 s and the traced seconds run the threads at ~0.3 of a host CPU instead of ~0.45.
+TRACE_AFTER_S, TRACE_S = 3.0, 4.0
+TRACE_HOST = os.environ.get("AMPSCHED_XEN_LAB_TRACE") == "1"
+# Stalls shorter than this (half of them: a thread blocking on QEMU's big lock for tens of us) are
+# merged into the stay around them for the simulator's stall model: they delay no decision that
+# matters (Xen's shortest timer is 100 us) and cost no measurable work.
+MERGE_STALL_MS = 0.1
 # CFS weight of the lab's QEMU on the host (cgroup v1 cpu.shares, the largest allowed). With
 # autogroup on (kernel.sched_autogroup_enabled = 1), each session's tasks form one group that
 # competes with every other session's group with the same weight whatever their nice levels:
@@ -369,6 +380,9 @@ class Machine:
         self.samples: list[tuple[float, list[int], list[int]]] = []
         self.marks: dict[str, float] = {}
         self.t_start = time.monotonic()
+        self.tracer: subprocess.Popen | None = None
+        self.trace_file = workdir / "host-sched.data"
+        self.trace_window: tuple[float, float] | None = None
         atexit.register(self.kill)
 
     def initrd(self) -> Path:
@@ -431,13 +445,54 @@ class Machine:
             (self.cgroup / "cgroup.procs").write_text(f"{self.proc.pid}\n")
         self.buf = b""
 
+    def trace_host(self) -> None:
+        """Start the host switch trace once, TRACE_AFTER_S after GO, if perf is there and may."""
+        go = self.marks.get("GO")
+        if not TRACE_HOST or self.tracer or self.trace_window or go is None:
+            return
+        if time.monotonic() - self.t_start < go + TRACE_AFTER_S:
+            return
+        t0 = time.monotonic() - self.t_start
+        self.trace_window = (t0, t0 + TRACE_S)
+        if shutil.which("perf") is None:
+            note("no perf on the host: the pCPU threads' stall lengths are not recorded")
+            return
+        # Only the pCPU threads' switches (a filter in the kernel: the system-wide stream lost events
+        # at load 10+), no synthesis of the host's processes (it starved the lab's own loop).
+        flt = " || ".join(f"prev_pid == {t} || next_pid == {t}" for t in sorted(self.tids.values()))
+        self.tracer = subprocess.Popen(["perf", "record", "-q", "--synth=no", "-m", "1024", "-e", "sched:sched_switch",
+                                        "--filter", flt, "-a", "-o", str(self.trace_file), "--", "sleep", str(TRACE_S)],
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                       start_new_session=True)
+
+    def host_switches(self) -> dict | None:
+        """The recorded trace as each pCPU's run bursts and stalls (host_switch_stats)."""
+        if not self.tracer:
+            return None
+        try:
+            err = self.tracer.communicate(timeout=60)[1].decode(errors="replace")
+        except subprocess.TimeoutExpired:
+            note("perf record did not end within 60 s: no host switch trace")
+            return None
+        if self.tracer.returncode != 0 or not self.trace_file.exists():
+            note(f"perf record failed ({self.tracer.returncode}): {err.strip()[:300]}")
+            return None
+        r = subprocess.run(["perf", "script", "--show-lost-events", "-i", str(self.trace_file), "-F", "time,trace"],
+                           capture_output=True, text=True)
+        self.trace_file.unlink(missing_ok=True)
+        if r.returncode != 0:
+            note(f"perf script failed: {r.stderr.strip()[:300]}")
+            return None
+        return host_switch_stats(r.stdout, {tid: idx for idx, tid in self.tids.items()})
+
     def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
+        for proc in (self.tracer, self.proc):  # each in a session (process group) of its own
+            if proc and proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
         if self.cgroup.exists():
             # QEMU's threads are gone with it: the groups are empty and can go.
             for g in self.cgroup.glob("pcpu*"):
@@ -460,6 +515,7 @@ class Machine:
                     f"(full log: {self.dir / 'console.log'})")
             r, _, _ = select.select([self.proc.stdout], [], [], min(left, SAMPLE_S / 2))
             self.sample()
+            self.trace_host()
             if r:
                 chunk = os.read(self.proc.stdout.fileno(), 65536)
                 if not chunk:
@@ -596,6 +652,7 @@ def boot_and_run(sc: dict, workdir: Path) -> dict:
         boot_s = time.monotonic() - t0
         m.read_until("AMPSCHED-END", sc["timeout_s"] + 700, "scenario")
         m.read_until("AMPSCHED-DOM0-DONE", 120, "shutdown")
+        switches = m.host_switches()
     finally:
         m.kill()
         lk.close()
@@ -606,9 +663,84 @@ def boot_and_run(sc: dict, workdir: Path) -> dict:
                                 [r["result"]["elapsed_s"] for r in raw["domains"].values()
                                  if isinstance(r.get("result"), dict) and "elapsed_s" in r["result"]
                                  and "failed" not in r["result"]]),
-               host_samples={"pcpus": sorted(m.tids), "samples": m.samples, "marks": m.marks})
+               host_samples={"pcpus": sorted(m.tids), "samples": m.samples, "marks": m.marks},
+               host_switches={"window_s": m.trace_window, **switches} if switches else None)
     (workdir / "raw.json").write_text(json.dumps(raw, indent=1, sort_keys=True) + "\n")
     return raw
+
+
+def quantiles(xs: list[float], n: int = 20) -> list[float]:
+    """n + 1 evenly spaced order statistics of xs (min, ..., max), or [] for no values."""
+    if not xs:
+        return []
+    xs = sorted(xs)
+    return [round(xs[min(len(xs) - 1, round(i * (len(xs) - 1) / n))], 4) for i in range(n + 1)]
+
+
+def merge_short_stalls(seq: list[tuple[str, float]], short_ms: float) -> tuple[list[float], list[float]]:
+    """A thread's stays ("b", ms) and stalls ("s", ms) in time order, each complete -> (bursts,
+    stalls) where a stall shorter than short_ms and the stays around it count as one stay. The
+    pieces before the first and after the last long stall may be part of a longer stay outside
+    the trace and are dropped. Example, short_ms 0.1: b 1, s 0.05, b 2, s 3, b 0.5, s 0.2, b 1,
+    s 0.04, b 1, s 2, b 7 -> bursts [0.5, 2.04], stalls [3, 0.2, 2]."""
+    bursts, stalls, cur, started = [], [], 0.0, False
+    for kind, ms in seq:
+        if kind == "s" and ms >= short_ms:
+            if started:
+                bursts.append(cur)
+            stalls.append(ms)
+            cur, started = 0.0, True
+        else:
+            cur += ms
+    return bursts, stalls
+
+
+def host_switch_stats(script: str, pcpu_of: dict[int, int]) -> dict:
+    """`perf script -F time,trace` of sched:sched_switch -> per pCPU index (pcpu_of: thread id ->
+    index) its stays on a host CPU (bursts) and the gaps between them (stalls), in ms: count,
+    mean, quantiles, and the stalls split by how the thread left its CPU -- preempted (prev_state
+    R: waiting on the host's runqueue) or asleep (S/D: QEMU's big lock, a halt)."""
+    pat = re.compile(r"^\s*([0-9.]+):\s+prev_comm=.*?prev_pid=(\d+) .*?prev_state=(\S+) ==> "
+                     r"next_comm=.*?next_pid=(\d+) ")
+    on: dict[int, float] = {}
+    off: dict[int, tuple[float, str]] = {}
+    bursts: dict[int, list[float]] = {i: [] for i in pcpu_of.values()}
+    stalls: dict[int, dict[str, list[float]]] = {i: {"preempted": [], "slept": []} for i in pcpu_of.values()}
+    seq: dict[int, list[tuple[str, float]]] = {i: [] for i in pcpu_of.values()}  # ("b"|"s", ms) in time order
+    lost = 0
+    for ln in script.splitlines():
+        m = pat.match(ln)
+        if not m:
+            lost += "LOST" in ln
+            continue
+        t, prev, state, nxt = float(m.group(1)), int(m.group(2)), m.group(3), int(m.group(4))
+        if prev in pcpu_of:
+            i = pcpu_of[prev]
+            if prev in on:
+                bursts[i].append((t - on.pop(prev)) * 1e3)
+                seq[i].append(("b", bursts[i][-1]))
+            off[prev] = (t, "preempted" if state.startswith("R") else "slept")
+        if nxt in pcpu_of:
+            i = pcpu_of[nxt]
+            if nxt in off:
+                t0, kind = off.pop(nxt)
+                stalls[i][kind].append((t - t0) * 1e3)
+                seq[i].append(("s", stalls[i][kind][-1]))
+            on[nxt] = t
+    out: dict = {}
+    for i in sorted(bursts):
+        st = stalls[i]["preempted"] + stalls[i]["slept"]
+        mb, ms_ = merge_short_stalls(seq[i], MERGE_STALL_MS)
+        out[str(i)] = {"merged": {"stall_ms": MERGE_STALL_MS, "bursts": len(mb), "burst_mean_ms": round(statistics.fmean(mb), 4)
+                             if mb else None, "stall_mean_ms": round(statistics.fmean(ms_), 4) if ms_ else None,
+                             "burst_q_ms": quantiles(mb), "stall_q_ms": quantiles(ms_)},
+                  "bursts": len(bursts[i]), "burst_mean_ms": round(statistics.fmean(bursts[i]), 4) if bursts[i] else None,
+                  "burst_q_ms": quantiles(bursts[i]),
+                  "stall_mean_ms": round(statistics.fmean(st), 4) if st else None, "stall_q_ms": quantiles(st),
+                  **{f"{k}_{f}": v for k, xs in stalls[i].items()
+                     for f, v in (("n", len(xs)), ("mean_ms", round(statistics.fmean(xs), 4) if xs else None),
+                                  ("q_ms", quantiles(xs)))}}
+    return {"lost_records": lost, "pcpus": out}
 
 
 def host_shares(samples: list, marks: dict, idx: list[int], elapsed: list[float] | None = None) -> dict:
@@ -851,6 +983,29 @@ def run_speeds(sc: dict, raw: dict, cal: dict) -> dict | None:
             "fast_share": round(f, 4), "slow_share": round(s_, 4)}
 
 
+def run_unit_ms(sc: dict, raw: dict) -> dict | None:
+    """A pCPU's ms per work unit during this run, from Xen's own accounting: the CPU-bound domains'
+    (`spin --units N`, never waiting) run time from GO to the end (patch 0002's fast_ms + slow_ms:
+    wall time on a pCPU, its host stalls included, as the simulator's noisy CPU at its mean speed)
+    over the units they did. For symmetric pCPUs, where run_speeds has no ratio to give: the
+    calibration's slow pCPUs are throttled to a quarter of a host CPU and time a loop that also
+    reads the clock every unit, so their ms per unit made a barrier phase ~3x too long against the
+    30 ms slice (lu-solo-con: 0.29 against 0.10 ms). None without such a domain or its counters."""
+    cnt = domain_counters(raw, sc)
+    ms = units = 0.0
+    for d in sc["domain"]:
+        wl, c = d["workload"], cnt.get(d["name"])
+        if wl[0] != "spin" or "--units" not in wl or not c or d.get("repeat_s"):
+            continue
+        run = int(c.get("fast_ms", 0)) + int(c.get("slow_ms", 0))
+        threads = int(wl[wl.index("--threads") + 1]) if "--threads" in wl else 1
+        if run <= 0:
+            continue
+        ms += run
+        units += int(wl[wl.index("--units") + 1]) * threads
+    return {"ms_per_unit": ms / units, "run_ms": int(ms), "units": int(units)} if units else None
+
+
 # ------------------------------------------------------------ comparison --
 
 # Lab case -> the policies compared (label, scenario overrides) and the headline ratio.
@@ -905,14 +1060,16 @@ def toml_value(v) -> str:
 
 
 STALL_NOISE = 0.95  # noise fraction while a pCPU's QEMU thread is off its host CPU (the most the simulator allows)
-# Shortest run burst given to the simulator: the measured ones (0.5-0.9 ms; a thread waiting on
-# QEMU's big lock or hitting its quota starts a new host timeslice) would cost the simulator
-# millions of noise events per run; stalls that short average out within the workloads' phases
-# (100 ms and more), so bursts and stalls are scaled up together, availability unchanged.
+# Shortest run burst given to the simulator (compare --min-burst-ms). schedstat's mean stay on a host
+# CPU (0.25-0.4 ms at load 8-17) is mostly pieces of longer stays cut by sub-0.1 ms switches (a
+# sleep on QEMU's big lock, a brief preemption): the host switch trace (AMPSCHED_XEN_LAB_TRACE=1;
+# perf perturbs the traced seconds) found half the stalls under 0.05 ms and, merging those,
+# stalls of 2.2-3.2 ms mean -- what the 2 ms floor gives (stalls 2 x (1 - a) / a = 2.4 ms at a = 0.45). The cost is not the reason any more: a lu-solo-con seed with 0.3 ms
+# bursts runs in 0.2 s.
 MIN_BURST_MS = 2.0
 
 
-def host_noise(sc: dict, raw: dict, cal: dict | None = None) -> dict | None:
+def host_noise(sc: dict, raw: dict, cal: dict | None = None, min_burst: float = MIN_BURST_MS) -> dict | None:
     """How the host time-shares the pool pCPUs' QEMU threads during the run, for the simulator:
     per core class the availability a (the busy pCPUs' mean host CPU share between GO and the
     first completion) and per pCPU the mean stay on a host CPU (burst_ms). A TCG pCPU runs in
@@ -920,9 +1077,11 @@ def host_noise(sc: dict, raw: dict, cal: dict | None = None) -> dict | None:
     pCPUs; the simulator gets the same on/off pattern as bursty noise (exponential lengths) and
     the class speed divided by the mean availability, so the average speed is unchanged and only
     its distribution in time is added: a spinning barrier waits for a stalled sibling, as on the
-    host. The bursts are stalls (`stall = true`): a slice end or tick due inside one is decided at
-    its end, as Xen's timer softirq runs only when the pCPU's thread is back on a host CPU, so
-    each pCPU's slices drift apart as in Xen. None when the run has no host samples."""
+    host. The bursts are stalls (`stall = true`): a slice end, tick, reschedule request (IPI) or
+    accounting (on pCPU 0, credit's master) due inside one is decided at its end, as Xen's
+    softirqs run only when the pCPU's thread is back on a host CPU, so each pCPU's slices drift
+    apart as in Xen. Bursts under min_burst are lengthened with their stalls (MIN_BURST_MS).
+    None when the run has no host samples."""
     h = raw.get("host") or {}
     shares, bursts = h.get("all_busy"), h.get("burst_ms")
     p, nf = sc["pcpus"], sc["fast"]
@@ -950,7 +1109,7 @@ def host_noise(sc: dict, raw: dict, cal: dict | None = None) -> dict | None:
         for i in g:
             avail[i] = min(1.0, a)
             burst[i] = bursts[i] if i in busy else b
-    return {"avail": [round(x, 4) for x in avail], "burst_ms": [round(max(MIN_BURST_MS, x), 3) for x in burst],
+    return {"avail": [round(x, 4) for x in avail], "burst_ms": [round(max(min_burst, x), 3) for x in burst],
             "measured_burst_ms": [round(x, 3) for x in burst]}
 
 
@@ -1038,7 +1197,7 @@ def headline(metric: str, subj, comp: dict[str, float]) -> float:
 
 
 def compare(out: Path, calib_file: Path | None, only: list[str] | None, seeds: int = 3, reuse: bool = False,
-            lab_only: bool = False) -> dict:
+            lab_only: bool = False, min_burst: float = MIN_BURST_MS) -> dict:
     """Each case in the lab and in the simulator configured with the measured speeds; side by side.
     The simulator's speeds are the run's own (run_speeds: host CPU shares during the run through
     the calibration's speed model) when the run has them, else the calibration's; the headline
@@ -1079,13 +1238,14 @@ def compare(out: Path, calib_file: Path | None, only: list[str] | None, seeds: i
                 print(f"{name:<15} {label:<7} lab boot done: {xc} (load {raw['loadavg_before'][0]:.1f})", flush=True)
                 continue
             rs = run_speeds(sc, raw, cal)
-            hn = host_noise(sc, raw, cal)
+            xu = None if sc["fast"] else run_unit_ms(sc, raw)
+            hn = host_noise(sc, raw, cal, min_burst)
             r0 = ratio if sc["fast"] else 1.0
             simc = run_sim(sim_scenario(sc, r0, ms_unit, seeds), wd)
-            if rs or hn:
+            if rs or hn or xu:
                 (wd / "run-speeds").mkdir(exist_ok=True)
-                sim = run_sim(sim_scenario(sc, rs["ratio"] if rs else r0, rs["ms_per_unit"] if rs else ms_unit, seeds, hn),
-                              wd / "run-speeds")
+                mu = rs["ms_per_unit"] if rs else (xu["ms_per_unit"] if xu else ms_unit)
+                sim = run_sim(sim_scenario(sc, rs["ratio"] if rs else r0, mu, seeds, hn), wd / "run-speeds")
             else:
                 sim = simc
             sc_ = {n: sum(v) / len(v) for n, v in sim.items() if ":" not in n}
@@ -1103,7 +1263,8 @@ def compare(out: Path, calib_file: Path | None, only: list[str] | None, seeds: i
                                                                   sc_[d["name"]], sc["tslice_ms"]) for d in sc["domain"]},
                    "sim_calibrated": hsc, "rel_diff_calibrated": abs(hx - hsc) / hsc,
                    "speeds": ({"source": "run", **rs} if rs else
-                              {"source": "calibration" if sc["fast"] else "symmetric", "ratio": ratio if sc["fast"] else 1.0}),
+                              {"source": "calibration" if sc["fast"] else "symmetric", "ratio": ratio if sc["fast"] else 1.0,
+                               **({"ms_per_unit": xu["ms_per_unit"], "unit_source": "xen-run-time"} if xu else {})}),
                    "host_share_all_busy": (raw.get("host") or {}).get("all_busy"), "host_noise": hn,
                    "loadavg": raw["loadavg_before"][0]}
             rows.append(row)
@@ -1225,6 +1386,8 @@ def main(argv: list[str]) -> int:
     cp.add_argument("--seeds", type=int, default=3)
     cp.add_argument("--reuse", action="store_true", help="reuse the lab boots already in --out (simulator side only)")
     cp.add_argument("--lab-only", action="store_true", help="boot the cases, no simulator (then --reuse for the rows)")
+    cp.add_argument("--min-burst-ms", type=float, default=MIN_BURST_MS,
+                    help=f"shortest host run burst given to the simulator (default {MIN_BURST_MS}; 0: as measured)")
     t = sub.add_parser("table")
     t.add_argument("comparison", type=Path)
     k = sub.add_parser("check")
@@ -1257,7 +1420,9 @@ def main(argv: list[str]) -> int:
         elif a.cmd == "table":
             print(markdown_table(json.loads(a.comparison.read_text())), end="")
         elif a.cmd == "compare":
-            compare(out, a.calibration, a.only, a.seeds, a.reuse, a.lab_only)
+            if a.min_burst_ms < 0:
+                die(f"compare: --min-burst-ms {a.min_burst_ms}: must be >= 0")
+            compare(out, a.calibration, a.only, a.seeds, a.reuse, a.lab_only, a.min_burst_ms)
     except LabError as e:
         print(f"xen-lab: error: {e}", file=sys.stderr)
         return 2
