@@ -312,10 +312,13 @@ pub fn forced_pick<B: CoBase>(
             b.cr_mut().set_pri(t, PRI_COS);
             let pick = b.pick_next(v, cpu, prev, prev_runnable, fx);
             b.cr_mut().set_pri(t, pri);
-            if pick.task != Some(t) {
-                core.stats.fallbacks += 1;
+            if pick.task == Some(t) {
+                return Forced::Done(pick);
             }
-            Forced::Done(pick)
+            // The base ran something else (its tick migration moved `t` to an
+            // idle peer, say): that pick must still obey the request.
+            core.stats.fallbacks += 1;
+            Forced::Done(repick(core, b, v, cpu, pick, fx, &want, &fallback))
         }
         None => {
             let pick = b.pick_next(v, cpu, prev, prev_runnable, fx);
