@@ -19,6 +19,10 @@ pub enum Wait {
     Spin,
     /// Spin for up to this much CPU time, then block (libgomp's default).
     SpinThenBlock(Nanos),
+    /// Poll and call `sched_yield` between polls (an MPI rank's progress loop
+    /// when oversubscribed): runnable like `Spin`, but a dispatcher that
+    /// models `sched_yield` gives the CPU to a queued task that is not polling.
+    Yield,
 }
 
 /// How a parallel loop's iterations are split among the tasks of its group.

@@ -529,6 +529,8 @@ pub enum WaitKind {
     Spin,
     /// Spin up to `spin_limit_us`, then block.
     SpinThenBlock,
+    /// Poll, yielding the CPU between polls (`sched_yield`).
+    Yield,
 }
 
 /// Loop partitioning, in files.
@@ -661,6 +663,7 @@ fn wait_of(kind: WaitKind, limit_us: Option<f64>, path: &str) -> Result<Wait, Mo
     Ok(match kind {
         WaitKind::Block => Wait::Block,
         WaitKind::Spin => Wait::Spin,
+        WaitKind::Yield => Wait::Yield,
         WaitKind::SpinThenBlock => {
             let us = limit_us.unwrap_or(DEFAULT_SPIN_LIMIT_US);
             check_f64("spin_limit_us", us, 0.0, limits::MAX_MS * 1e3, "µs")

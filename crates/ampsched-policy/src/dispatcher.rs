@@ -9,6 +9,8 @@
 //!   simulator then calls `pick_next(cpu, prev = t, prev_runnable = false)`;
 //! - `tick(cpu)` every `tick_period` on a CPU that runs a task;
 //! - `account()` every `account_period`;
+//! - `yielding(t, on)` when a task starts or stops a `yield` wait (it stays
+//!   runnable; the dispatcher may reschedule to model `sched_yield`);
 //! - `pick_next(cpu, prev, prev_runnable)` when `cpu` reschedules (slice end,
 //!   a requested reschedule, or after a block); the dispatcher puts `prev`
 //!   back in a queue if it is still runnable and returns what runs next.
@@ -135,6 +137,10 @@ pub trait Dispatcher: Send {
     ) -> Pick;
     /// A task's hard affinity changed (already visible in `v`).
     fn affinity_changed(&mut self, v: &SysView, t: TaskId, fx: &mut Effects);
+    /// Task `t` started (`on`) or stopped polling with `sched_yield` between
+    /// polls (a `yield` wait: runnable, spinning); default: ignored, so the
+    /// task spins as with `spin` (a dispatcher without a yield model).
+    fn yielding(&mut self, _v: &SysView, _t: TaskId, _on: bool, _fx: &mut Effects) {}
     /// A domain's parameters (weight, priority, co-scheduling type) changed.
     fn domain_changed(&mut self, _v: &SysView, _d: DomainId, _fx: &mut Effects) {}
     /// Dispatcher-specific counters for the results (name, value), in a fixed order.

@@ -38,6 +38,30 @@
 //! - No ticks: slices end by the simulator's slice timer, and vruntime is
 //!   charged lazily (`update_curr`) at every decision.
 //!
+//! - Yield (`Dispatcher::yielding`; a `yield` wait, an MPI rank polling in
+//!   Open MPI's progress loop — `opal_progress()` calls `sched_yield()` after
+//!   a pass that found no event when `mpi_yield_when_idle` is set, which
+//!   `mpirun` does on an oversubscribed node): the poller stays runnable;
+//!   Linux's `sys_sched_yield` → `yield_task_fair` marks it the CFS *skip
+//!   buddy* (since 2.6.39) and `pick_next_entity` then takes the second
+//!   leftmost entity instead when that one is within `wakeup_gran` of it
+//!   (`wakeup_preempt_entity(second, left) < 1`); alone on its runqueue the
+//!   call returns at once. Only the last yielder is skipped, so several
+//!   pollers left of a working task take turns (each µs-long poll ends in a
+//!   yield that skips just itself) until their vruntimes pass it: a poller
+//!   gives up its turn, never its fair share. Modelled per pick, not per µs
+//!   poll (`pick_first`): a non-polling task runs once at most one poller is
+//!   left of it, within `wakeup_gran`; until then the leftmost poller runs
+//!   for as long as its vruntime needs to reach the working task's (one
+//!   pick per poller instead of their µs round-robin; the CPU time each gets
+//!   is the same). The polls cost nothing more: the µs turns of pollers
+//!   that only wait on each other are folded into one running poller, and
+//!   a task queued behind a running poller (woken, pulled, released from
+//!   its own poll loop) gets a pick at once, as the next `sched_yield`,
+//!   µs away, would give it. Pollers never idle their CPU, so a CPU of
+//!   pollers neither idles nor pulls (no newidle balance): the runqueue
+//!   counts stay as launched, as with spinning.
+//!
 //! Invariants (debug-asserted): a task is on at most one runqueue and never
 //! queued while running; a queued task is runnable and allowed on its CPU.
 //!
@@ -168,6 +192,8 @@ pub struct Entity {
     pub on_rq: bool,
     /// Runnable as far as the dispatcher knows.
     pub runnable: bool,
+    /// In a `yield` wait: polls, calling `sched_yield` between polls.
+    pub polls: bool,
     exec_start: Nanos,
     last_ran: Nanos,
 }
@@ -380,6 +406,9 @@ impl Fair {
     fn check_preempt(&mut self, v: &SysView, cpu: CpuId, t: TaskId, fx: &mut Effects) {
         match self.curr[cpu.idx()] {
             None => fx.resched(cpu),
+            // A poller calls sched_yield within one poll (µs) of `t` being
+            // queued: pick again under the yield rule (`pick_first`).
+            Some(cur) if self.se[cur.idx()].polls => fx.resched(cpu),
             Some(cur) => {
                 self.update_curr(cpu, v.now);
                 let e = &self.se[t.idx()];
@@ -390,6 +419,33 @@ impl Fair {
                 }
             }
         }
+    }
+
+    /// What `cpu` runs next from its queue and the longest it may run, under
+    /// `sched_yield` (see the module docs, "Yield"): the leftmost task, unless
+    /// it polls, in which case the leftmost non-polling task `n` runs once at
+    /// most one poller is left of it and within `wakeup_gran` (the skip
+    /// buddy's test); until then the leftmost poller runs until its vruntime
+    /// reaches `n`'s (or `n`'s − `wakeup_gran` when it is the last poller left
+    /// of it). Without a non-polling task the leftmost poller runs a slice.
+    fn pick_first(&self, cpu: CpuId) -> Option<(TaskId, Nanos)> {
+        let q = &self.rq[cpu.idx()];
+        let &(lvr, left) = q.first()?;
+        let le = &self.se[left.idx()];
+        if !le.polls {
+            return Some((left, Nanos::MAX));
+        }
+        let Some((k, &(nvr, n))) = q.iter().enumerate().find(|(_, e)| !self.se[e.1.idx()].polls) else {
+            return Some((left, Nanos::MAX));
+        };
+        // wakeup_gran(left): the granularity in left's virtual time.
+        let gran = (self.p.wakeup_granularity.0 as u128 * NICE_0_LOAD as u128 / le.weight as u128) as u64;
+        if k == 1 && nvr <= lvr + gran {
+            return Some((n, Nanos::MAX));
+        }
+        let target = if k == 1 { nvr - gran } else { nvr + 1 };
+        let run = ((target.saturating_sub(lvr)) as u128 * le.weight as u128 / NICE_0_LOAD as u128) as u64;
+        Some((left, Nanos(run.max(1))))
     }
 
     /// Pull queued tasks from the busiest CPU to `cpu` when their counts
@@ -488,6 +544,7 @@ impl Dispatcher for Fair {
                     cpu: c,
                     on_rq: false,
                     runnable: false,
+                    polls: false,
                     exec_start: Nanos::ZERO,
                     last_ran: Nanos::ZERO,
                 }
@@ -574,16 +631,15 @@ impl Dispatcher for Fair {
             let moved = self.load_balance(v, cpu);
             self.stats.newidle_pulls += moved as u64;
         }
-        let next = self.rq[cpu.idx()].first().map(|k| k.1);
-        let pick = match next {
-            Some(t) => {
+        let pick = match self.pick_first(cpu) {
+            Some((t, cap)) => {
                 self.dequeue(t);
                 self.curr[cpu.idx()] = Some(t);
                 let e = &mut self.se[t.idx()];
                 e.exec_start = now;
                 e.cpu = cpu;
                 self.update_min_vruntime(cpu);
-                Pick { task: Some(t), slice: self.sched_slice(cpu, t) }
+                Pick { task: Some(t), slice: self.sched_slice(cpu, t).min(cap) }
             }
             None => Pick::IDLE,
         };
@@ -609,6 +665,22 @@ impl Dispatcher for Fair {
             self.check_preempt(v, dest, t, fx);
         }
         // A blocked task is placed by wake-up.
+    }
+
+    fn yielding(&mut self, _v: &SysView, t: TaskId, on: bool, fx: &mut Effects) {
+        let Some(e) = self.se.get_mut(t.idx()) else { return };
+        e.polls = on;
+        let (cpu, queued) = (e.cpu, e.on_rq);
+        let curr = self.curr[cpu.idx()];
+        if on {
+            // The running task starts its poll loop: its first sched_yield.
+            if curr == Some(t) && !self.rq[cpu.idx()].is_empty() {
+                fx.resched(cpu);
+            }
+        } else if queued && curr.is_some_and(|c| self.se[c.idx()].polls) {
+            // Released while queued behind a poller: that one yields within a poll.
+            fx.resched(cpu);
+        }
     }
 
     fn domain_changed(&mut self, v: &SysView, d: DomainId, _fx: &mut Effects) {
@@ -702,6 +774,63 @@ mod tests {
         assert!((sb - 2.0 / 3.0).abs() < 0.02 * (2.0 / 3.0), "B share {sb}");
         assert_eq!(f.sched_slice(CpuId(0), a), Nanos::from_ms(2));
         assert_eq!(f.sched_slice(CpuId(0), b), Nanos::from_ms(4));
+    }
+
+    #[test]
+    fn pollers_yield_to_a_working_task_once_their_vruntime_catches_up() {
+        // One CPU, three nice-0 tasks woken at 0 (vruntime 0): slices
+        // 6 ms / 3 = 2 ms, granularity 1 ms.
+        let mut w = World::new(1, &[256, 256, 256]);
+        let mut f = fair(&w);
+        let (a, b, c) = (TaskId(0), TaskId(1), TaskId(2));
+        let c0 = CpuId(0);
+        let mut fx = Effects::default();
+        for t in [a, b, c] {
+            f.wake(&w.view(Nanos::ZERO), t, &mut fx);
+        }
+        let pick = |f: &mut Fair, w: &mut World, ms: f64, prev: TaskId| {
+            let p = f.pick_next(&w.view(Nanos::from_ms_f64(ms)), c0, Some(prev), true, &mut Effects::default());
+            w.curr[0] = p.task;
+            p
+        };
+        assert_eq!(f.pick_next(&w.view(Nanos::ZERO), c0, None, false, &mut fx).task, Some(a));
+        w.curr[0] = Some(a);
+        // A polls after its 2 ms (vruntime 2 ms): the yield reschedules; B
+        // (vruntime 0) does not poll and is leftmost → B, a normal slice.
+        let mut fx = Effects::default();
+        f.yielding(&w.view(Nanos::from_ms(2)), a, true, &mut fx);
+        assert_eq!(fx.resched, vec![c0]);
+        assert_eq!(pick(&mut f, &mut w, 2.0, a), Pick { task: Some(b), slice: Nanos::from_ms(2) });
+        // B polls after 0.5 ms (vruntime 0.5 ms): C (vruntime 0) runs 2 ms.
+        f.yielding(&w.view(Nanos::from_us(2500)), b, true, &mut Effects::default());
+        assert_eq!(pick(&mut f, &mut w, 2.5, b).task, Some(c));
+        // At 4.5 ms the queue is B 0.5 (polls), A 2 (polls), C 2 ms (A
+        // first on the tie, by id). Two pollers are left of C: in CFS they
+        // take turns, each skipped once per yield, until they pass C. One
+        // step of that: B, the leftmost, runs until its vruntime is C's + 1 ns
+        // = 1.5 ms + 1 ns (sched_yield is not a gift of its fair share).
+        let p = pick(&mut f, &mut w, 4.5, c);
+        assert_eq!(p, Pick { task: Some(b), slice: Nanos(1_500_001) });
+        // A's condition holds at 5 ms while B polls: B yields within a poll.
+        let mut fx = Effects::default();
+        f.yielding(&w.view(Nanos::from_ms(5)), a, false, &mut fx);
+        assert_eq!(fx.resched, vec![c0]);
+        // B's vruntime is 1 ms; A (2 ms) is now the first non-poller, with
+        // one poller (B) left of it and 2 − 1 = 1 ms ≤ the granularity → A.
+        assert_eq!(pick(&mut f, &mut w, 5.0, b).task, Some(a));
+        // A task woken onto a CPU where a poller runs gets a pick at once
+        // (the poller yields within a poll), even without a vruntime lead.
+        let mut w = World::new(1, &[256, 256]);
+        let mut f = fair(&w);
+        f.wake(&w.view(Nanos::ZERO), a, &mut Effects::default());
+        f.pick_next(&w.view(Nanos::ZERO), c0, None, false, &mut Effects::default());
+        w.curr[0] = Some(a);
+        let mut fx = Effects::default();
+        // Alone on its CPU, a poller's sched_yield returns at once: no pick.
+        f.yielding(&w.view(Nanos::from_ms(1)), a, true, &mut fx);
+        assert!(fx.resched.is_empty());
+        f.wake(&w.view(Nanos::from_ms(1)), b, &mut fx);
+        assert_eq!(fx.resched, vec![c0]);
     }
 
     #[test]

@@ -158,7 +158,7 @@ struct ParamDef {
 }
 
 /// The names `wait` accepts.
-const WAIT_NAMES: &[&str] = &["block", "spin", "spin-then-block"];
+const WAIT_NAMES: &[&str] = &["block", "spin", "spin-then-block", "yield"];
 /// The names `schedule` accepts.
 const SCHEDULE_NAMES: &[&str] = &["static", "dynamic", "guided"];
 /// Largest time parameter in ms or µs (keeps every product inside u64 ns).
@@ -192,8 +192,12 @@ const MEM: ParamDef = p(
 const WS_KB: ParamDef = p("ws_kb", int(0, u32::MAX as u64), Val::I(0), "working set, KiB (migration refill cost)");
 const OVERLAP: ParamDef =
     p("overlap", float(0.0, 1.0), Val::F(1.0), "share of the cache refill a migration pays (0 = streaming, 1 = all)");
-const WAIT: ParamDef =
-    p("wait", Kind::Choice(WAIT_NAMES), Val::S("block"), "how threads wait: block, spin or spin-then-block");
+const WAIT: ParamDef = p(
+    "wait",
+    Kind::Choice(WAIT_NAMES),
+    Val::S("block"),
+    "how threads wait: block, spin, spin-then-block or yield (poll with sched_yield)",
+);
 const SPIN_LIMIT: ParamDef = p(
     "spin_limit_us",
     float(0.0, 1e12),
@@ -555,6 +559,7 @@ impl MemSpec {
 fn wait_of(r: &Resolved) -> Wait {
     match r.s("wait") {
         "spin" => Wait::Spin,
+        "yield" => Wait::Yield,
         "spin-then-block" => Wait::SpinThenBlock(Nanos::from_ms_f64(r.f("spin_limit_us") / 1000.0)),
         _ => Wait::Block,
     }

@@ -131,7 +131,7 @@ impl Sim {
                 let cost = tk.cost_on(cpu.speed);
                 self.now + tk.compute_wall(cost, cpu.avail)
             }
-            Act::Spin { limit: Some(l) } => self.now + l.saturating_sub(tk.spin_used),
+            Act::Spin { limit: Some(l), .. } => self.now + l.saturating_sub(tk.spin_used),
             Act::Busy { until } => until.max(self.now),
             _ => return,
         };

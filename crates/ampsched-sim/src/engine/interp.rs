@@ -4,7 +4,11 @@
 //!
 //! Blocking waits make a task not runnable (an idle vCPU); spinning waits
 //! keep it runnable and burn CPU; lock-holder preemption emerges because the
-//! engine knows who holds what.
+//! engine knows who holds what. A `yield` wait spins too, and tells the
+//! dispatcher when it starts and ends (`Dispatcher::yielding`): the poll
+//! loop's `sched_yield` calls are the dispatcher's to model (`fair` follows
+//! CFS's `yield_task_fair`), at the granularity of its picks rather than one
+//! event per µs-long poll.
 //!
 //! May import: `Sim`, the bottom rooms (`sync`, `task`, `clock`, `random`).
 //! Must never import the placer bridge or statistics.
@@ -294,12 +298,18 @@ impl Sim {
                 Outcome::Blocked
             }
             Wait::Spin => {
-                tk.act = Act::Spin { limit: None };
+                tk.act = Act::Spin { limit: None, yields: false };
                 tk.spin_used = Nanos::ZERO;
                 Outcome::Busy
             }
+            Wait::Yield => {
+                tk.act = Act::Spin { limit: None, yields: true };
+                tk.spin_used = Nanos::ZERO;
+                self.tell_yielding(t, true);
+                Outcome::Busy
+            }
             Wait::SpinThenBlock(l) => {
-                tk.act = Act::Spin { limit: Some(l) };
+                tk.act = Act::Spin { limit: Some(l), yields: false };
                 tk.spin_used = Nanos::ZERO;
                 if l.0 == 0 {
                     tk.act = Act::Wait;
@@ -311,11 +321,24 @@ impl Sim {
         }
     }
 
+    /// Tell the dispatcher that `t` started (`on`) or stopped polling with
+    /// `sched_yield` between polls (`Wait::Yield`); what it does with that is
+    /// its own model of `sched_yield` (`Dispatcher::yielding`).
+    fn tell_yielding(&mut self, t: TaskId, on: bool) {
+        let mut fx = std::mem::take(&mut self.fx);
+        self.disp.yielding(&view!(self), t, on, &mut fx);
+        self.fx = fx;
+        self.flush_fx();
+    }
+
     /// The condition `w` waited for holds: move it past its op and let it go on.
     pub(super) fn release(&mut self, w: TaskId) {
         let st = self.tasks[w.idx()].st;
         if let St::Running(_) = st {
             self.settle(w);
+        }
+        if let Act::Spin { yields: true, .. } = self.tasks[w.idx()].act {
+            self.tell_yielding(w, false);
         }
         let tk = &mut self.tasks[w.idx()];
         tk.pc += 1;

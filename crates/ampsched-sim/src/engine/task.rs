@@ -59,8 +59,9 @@ pub(super) enum Act {
     Ready,
     /// Computing; `work_left` and `refill_left` say how much is left.
     Compute,
-    /// Spin-waiting; `limit` is the CPU time after which it blocks.
-    Spin { limit: Option<Nanos> },
+    /// Spin-waiting; `limit` is the CPU time after which it blocks; `yields`:
+    /// it calls `sched_yield` between polls (`Wait::Yield`, see `interp`).
+    Spin { limit: Option<Nanos>, yields: bool },
     /// Blocked on a sync object (waiting for a release).
     Wait,
     /// Busy on the CPU until this wall time (`Op::Runtime`).
