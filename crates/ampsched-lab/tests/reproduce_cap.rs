@@ -138,6 +138,12 @@ fn competitive_npb_finishes_every_run_and_cache_differs_from_fifo() {
     // 10 % of that bound (with 150 ms spins the first version of this case took several hundred seconds).
     let t = get("natural", "runqueue", "completion_s");
     assert!((60.2..=66.3).contains(&t), "natural runqueue {t} s");
+    // Dynamic: MPI ranks poll with sched_yield (oversubscribed Open MPI). CPU 0 loses 0.8 × 50 / 100 = 40 % to
+    // IRQs, so the machine does at best (3 + 0.6) × 2.0755 = 7.47 s of work per second: 500 / 7.47 = 66.9 s.
+    // A poller gives a working rank on its CPU the turn once its vruntime catches up, so the runs stay within 2× of
+    // that bound (pure spinning, each poller burning its whole slice, took ≈ 1 100 s).
+    let t = get("dynamic", "runqueue", "completion_s");
+    assert!((66.9..=133.8).contains(&t), "dynamic runqueue {t} s");
     // The seven kernels' working sets differ (1024 .. 110080 KiB): cache selection moves other tasks than FIFO,
     // so the static runs differ in time or in migrations.
     let (tf, tc) = (get("static", "cap-fifo", "completion_s"), get("static", "cap-cache", "completion_s"));
