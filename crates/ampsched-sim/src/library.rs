@@ -32,12 +32,12 @@
 //!   its reply before thinking again; the other threads are the worker pool.
 //!   Light and heavy load differ in the client count, not in a rate: a slow
 //!   machine slows its own clients down (response time lengthens the cycle)
-//!   instead of piling up a backlog (see [`build_closed_server`]).
+//!   instead of piling up a backlog (see `build_closed_server`).
 //! - `periodic`: independent threads that wake every period (random first
 //!   phase) for a little work — an idle guest's or dom0's timer ticks.
 //! - `blocked-lu`: SPLASH-2 LU as lu.c runs it — N/B block steps, 2 barriers
 //!   each, the diagonal factorised by its owner, the rest by 2-D scatter
-//!   ownership, interior work shrinking quadratically (see [`build_blocked_lu`]).
+//!   ownership, interior work shrinking quadratically (see `build_blocked_lu`).
 //!
 //! Invariants. Every program ends with `End` and passes [`Program::validate`];
 //! barriers involve every thread of the group (every thread's program passes
@@ -854,7 +854,7 @@ fn count_mod(lo: u64, hi: u64, a: u64, q: u64) -> u64 {
     below(hi) - below(lo)
 }
 
-/// Per-thread work units of SPLASH-2 LU, step by step (see [`build_blocked_lu`]):
+/// Per-thread work units of SPLASH-2 LU, step by step (see `build_blocked_lu`):
 /// `(diag owner, per-thread perimeter units, per-thread interior units)` per step,
 /// in units of one B×B block update (B³ multiply-adds).
 #[allow(clippy::type_complexity)]
