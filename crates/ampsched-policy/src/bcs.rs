@@ -130,6 +130,14 @@ mod tests {
     use ampsched_model::spec::CoschedType;
     use ampsched_model::Nanos;
 
+    /// BCS over current credit on `w`'s machine, initialised at time 0.
+    fn bcs(w: &World) -> CoSched<Bcs, Credit> {
+        let mut d =
+            CoSched::new("bcs", Bcs::default(), Credit::new("bcs", CreditParams::defaults(Profile::Current), &w.topo));
+        d.init(&w.view(Nanos::ZERO));
+        d
+    }
+
     #[test]
     fn raise_without_signal_then_lower_when_picked() {
         // 2 CPUs; domain 0 = CON {t0, t1}; domain 1 = HIT {t2, t3}.
@@ -142,9 +150,7 @@ mod tests {
         w.domains[1].tasks = vec![TaskId(2), TaskId(3)];
         w.domains.truncate(2);
         w.domains[0].cosched = CoschedType::Con;
-        let mut d =
-            CoSched::new("bcs", Bcs::default(), Credit::new("bcs", CreditParams::defaults(Profile::Current), &w.topo));
-        d.init(&w.view(Nanos::ZERO));
+        let mut d = bcs(&w);
         // Scatter: t0 → CPU 0, t1 → CPU 1. HIT t2 runs on CPU 1; t3 and then t1 queue there.
         let now = Nanos::ZERO;
         d.base.place(TaskId(2), CpuId(1));
@@ -188,9 +194,7 @@ mod tests {
         w.domains[0].tasks = vec![TaskId(0), TaskId(1)];
         w.domains.truncate(1);
         w.domains[0].cosched = CoschedType::Con;
-        let mut d =
-            CoSched::new("bcs", Bcs::default(), Credit::new("bcs", CreditParams::defaults(Profile::Current), &w.topo));
-        d.init(&w.view(Nanos::ZERO));
+        let mut d = bcs(&w);
         d.wake(&w.view(Nanos::ZERO), TaskId(0), &mut Effects::default());
         let p = d.pick_next(&w.view(Nanos::ZERO), CpuId(0), None, false, &mut Effects::default());
         assert_eq!(p.task, Some(TaskId(0)));
