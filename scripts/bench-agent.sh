@@ -3,7 +3,7 @@
 # emulated asymmetry (an RT duty-cycle hog halves CPU 1; CPU 0 is declared fast).
 # Prints figures; it is not a test. Needs root (SCHED_FIFO hog) and 2+ CPUs.
 #
-#   scripts/bench-agent.sh [RUNS] [CASES]   (default 5 runs per case, cases "abcdesr"; medians reported;
+#   scripts/bench-agent.sh [--help] [RUNS] [CASES]   (default 5 runs per case, cases "abcdesr"; medians reported;
 #                                          default and agent runs interleaved; load average printed per case)
 #
 # (a) blocking phased workload (4 threads, 16 phases of fixed work, the others
@@ -50,8 +50,13 @@ if [ "${1:-}" = "--suite" ]; then
   esac
   exec python3 scripts/bench_agent_real.py "$@"
 fi
+case "${1:-}" in
+  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0;;
+esac
 RUNS="${1:-5}"
 CASES="${2:-abcdesr}"
+[[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || { echo "bench-agent.sh: RUNS must be a positive integer, got '$RUNS' (see --help)" >&2; exit 2; }
+[[ "$CASES" =~ ^[abcdesr]+$ ]] || { echo "bench-agent.sh: CASES must be letters of 'abcdesr', got '$CASES' (see --help)" >&2; exit 2; }
 . scripts/bench-agent-common.sh   # build, hog on CPU 1, cleanup, load
 
 j() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read())$2)" "$1"; }

@@ -24,6 +24,9 @@ pub struct Domain {
     /// The launched command's pidfd (readable once it exits; `None` on kernels before 5.3).
     pub(crate) pidfd: Option<std::os::fd::OwnedFd>,
     pub(crate) exit: Option<ExitStatus>,
+    /// Its exit status was read without reaping it (`signals::exit_status`): a zombie to reap
+    /// a period later (`Inventory::reap_zombies`).
+    pub(crate) zombie: bool,
     pub(crate) base_mask: CpuSet,
     pub(crate) applied: Vec<CpuSet>,
     pub(crate) next_vcpu: u32,
@@ -41,4 +44,20 @@ pub struct Domain {
     pub(crate) backoffs: u64,
     /// Median progress managed ÷ hands-off, once measured.
     pub(crate) progress_ratio: Option<f64>,
+}
+
+impl Domain {
+    /// A launched command that ended: its exit status, read without reaping it (the zombie is
+    /// reaped a period later: `crate::signals` module doc). Reads only once its pidfd (when
+    /// there is one) is readable.
+    pub(crate) fn peek_exit(&mut self) {
+        let (Some(c), None) = (self.child.as_ref(), self.exit) else { return };
+        if self.pidfd.as_ref().is_some_and(|f| !crate::signals::readable(f)) {
+            return;
+        }
+        if let Ok(Some(s)) = crate::signals::exit_status(c.id() as i32) {
+            self.exit = Some(s);
+            self.zombie = true;
+        }
+    }
 }

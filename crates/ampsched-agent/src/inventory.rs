@@ -159,12 +159,21 @@ impl Inventory {
         !persistent && self.domains.iter().all(|d| !d.alive)
     }
 
-    /// Collect the exit status of launched commands that ended (a `waitpid` each, no wait).
+    /// Read the exit status of launched commands that ended, leaving them unreaped
+    /// (`signals::exit_status`; reaped by [`Inventory::reap_zombies`] a period later).
     pub fn reap(&mut self) {
         for dom in &mut self.domains {
-            if let (Some(c), None) = (dom.child.as_mut(), dom.exit) {
-                if let Ok(Some(s)) = c.try_wait() {
-                    dom.exit = Some(s);
+            dom.peek_exit();
+        }
+    }
+
+    /// Reap the launched commands whose status was read in an earlier period (by then their
+    /// threads have finished exiting: `signals` module doc), at the lowest nice.
+    pub fn reap_zombies(&mut self) {
+        for dom in self.domains.iter_mut().filter(|d| d.zombie) {
+            if let Some(c) = dom.child.as_mut() {
+                if !matches!(signals::reap_politely(c, dom.pidfd.as_ref()), Ok(None)) {
+                    dom.zombie = false;
                 }
             }
         }
@@ -205,6 +214,7 @@ impl Inventory {
             pidfd: child.as_ref().and_then(|c| signals::pidfd_open(c.id() as i32).ok()),
             child,
             exit: None,
+            zombie: false,
             base_mask,
             applied: Vec::new(),
             next_vcpu: 0,
@@ -608,17 +618,14 @@ impl Inventory {
         if reconcile {
             self.last_reconcile = Some(now);
         }
+        self.reap_zombies();
         let mut vanished: Vec<TaskId> = Vec::new();
         for di in 0..self.domains.len() {
             if !self.domains[di].alive {
                 continue;
             }
             let dom = &mut self.domains[di];
-            if let (Some(c), None) = (dom.child.as_mut(), dom.exit) {
-                if let Ok(Some(s)) = c.try_wait() {
-                    dom.exit = Some(s);
-                }
-            }
+            dom.peek_exit();
             let mut want: Vec<(i32, i32, Option<u32>)> = Vec::new();
             let mut alive_procs = 0;
             match &self.domains[di].kind {
