@@ -173,21 +173,13 @@ mod tests {
     use crate::credit::{Credit, CreditParams, Profile, PRI_OVER};
     use crate::dispatcher::Dispatcher;
     use crate::testkit::World;
-    use ampsched_model::spec::CoschedType;
     use ampsched_model::Nanos;
 
     /// 2 CPUs; domain 0 = CON {t0, t1}; domain 1 = HIT {t2}; t0 runs on
     /// CPU 0 and t1 on CPU 1 from 1 ms (the second pick answers the first's
     /// signal, so it raises none): one CS operation so far.
     fn running_gang() -> (World, CoSched<Cds, Credit>) {
-        let mut w = World::new(2, &[256, 256, 256]);
-        w.tasks[1].domain = DomainId(0);
-        w.tasks[1].vcpu = 1;
-        w.tasks[2].domain = DomainId(1);
-        w.domains[0].tasks = vec![TaskId(0), TaskId(1)];
-        w.domains[1].tasks = vec![TaskId(2)];
-        w.domains.truncate(2);
-        w.domains[0].cosched = CoschedType::Con;
+        let mut w = World::con_pair_and_hit(2);
         let mut p = CreditParams::defaults(Profile::Current);
         p.ratelimit = Nanos::ZERO;
         let mut d = CoSched::new("cds", Cds::default(), Credit::new("cds", p, &w.topo));

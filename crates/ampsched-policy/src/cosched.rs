@@ -40,6 +40,14 @@
 //! - **Ratelimit.** A signalled pCPU whose vCPU ran less than the ratelimit
 //!   keeps it (credit's rule 7) and answers the signal at the end of the
 //!   ratelimit slice; the request stays pending meanwhile.
+//! - **Credit's rules underneath** (`rules`, [`credit_params`]). The
+//!   schemes are patches of Xen 4.0.1's credit scheduler (Yu et al.,
+//!   IJPEDS 2013, "implemented in the Credit Scheduler in Xen 4.0.1"), so
+//!   `rules = "xen40"` runs them over credit's `xen40` profile (credit.rs:
+//!   vCPU placement at creation by `default_vcpu0_location`, a wake-up that
+//!   preempts its own pCPU when strictly higher and tickles every idler, no
+//!   ratelimit), as the co-scheduling study's testbed ran; the default,
+//!   `current`, is today's credit (the Xen lab's 4.17 port of the patches).
 //! - **Measurements.** `cosched_ops` counts co-scheduling operations (CS/CDS
 //!   signals, CDS co-deschedules, PCS operations, BCS raise steps),
 //!   `cosched_signals` the pCPUs asked
@@ -55,10 +63,34 @@
 //! BCS, from the raise until its next pick. Units: ns; priorities as in
 //! credit.rs.
 
-use crate::credit::{Credit, PRI_COS, PRI_IDLE};
+use crate::credit::{
+    Credit, CreditParams, Profile, MIGRATION_DELAY, PRI_COS, PRI_IDLE, RATELIMIT, TICK_MIGRATE, TSLICE,
+};
 use crate::dispatcher::{Dispatcher, Effects, Pick, SysView, TaskView};
-use ampsched_model::spec::CoschedType;
+use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
+use ampsched_model::spec::{CoschedType, Params};
 use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, TaskId};
+
+/// `rules`: which credit scheduler the scheme patches (module docs).
+pub const RULES: ParamDoc = ParamDoc {
+    name: "rules",
+    kind: Kind::Choice { default: "current", allowed: &["current", "xen40"] },
+    unit: "",
+    doc: "credit underneath: current Xen, or Xen 4.0's rules (the papers' Xen 4.0.1)",
+};
+
+/// The tunables of `cs`, `cds`, `pcs` and `bcs`: credit's, and which credit.
+pub const COSCHED_PARAMS: &[ParamDoc] = &[TSLICE, RATELIMIT, TICK_MIGRATE, MIGRATION_DELAY, RULES];
+
+/// The credit parameters of co-scheduler `policy`: its `rules` choose the
+/// profile, the rest are read as credit reads them.
+pub fn credit_params(policy: &str, params: &Params) -> Result<CreditParams, PolicyError> {
+    let profile = match ParamReader::new(policy, params, COSCHED_PARAMS)?.choice(&RULES)? {
+        "xen40" => Profile::Xen40,
+        _ => Profile::Current,
+    };
+    CreditParams::from_params(policy, profile, params, COSCHED_PARAMS)
+}
 
 /// A credit-based dispatcher the co-scheduling layer can drive.
 pub trait CoBase: Dispatcher {
@@ -593,5 +625,31 @@ impl<S: Scheme, B: CoBase> Dispatcher for CoSched<S, B> {
 
     fn runq_len(&self, cpu: CpuId) -> Option<u32> {
         self.base.runq_len(cpu)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The credit rules under a scheme (`rules`); the worked example is in pcs.rs.
+    use super::*;
+    use ampsched_model::spec::ParamValue;
+
+    fn params(rules: Option<&str>) -> Params {
+        let mut p = Params::new();
+        if let Some(r) = rules {
+            p.insert("rules".into(), ParamValue::Str(r.into()));
+        }
+        p
+    }
+
+    #[test]
+    fn rules_choose_the_credit_profile_and_reject_other_words() {
+        let cur = credit_params("pcs", &params(None)).unwrap();
+        assert_eq!((cur.profile, cur.ratelimit), (Profile::Current, Nanos::from_us(1000)));
+        let x = credit_params("pcs", &params(Some("xen40"))).unwrap();
+        assert_eq!((x.profile, x.ratelimit), (Profile::Xen40, Nanos::ZERO));
+        let e = credit_params("pcs", &params(Some("xen41"))).unwrap_err();
+        assert_eq!(e.param, "rules");
+        assert!(e.msg.contains("current, xen40"), "{}", e.msg);
     }
 }

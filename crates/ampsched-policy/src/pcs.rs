@@ -179,7 +179,8 @@ impl Scheme for Pcs {
 
 #[cfg(test)]
 mod tests {
-    //! Worked example: two CON domains on disjoint pCPUs co-schedule at once.
+    //! Worked examples: two CON domains on disjoint pCPUs co-schedule at once; PCS over
+    //! Xen 4.0's credit (`rules = "xen40"`, cosched.rs) lets a BOOSTed wake preempt locally.
     use super::*;
     use crate::cosched::CoSched;
     use crate::credit::{Credit, CreditParams, Profile};
@@ -249,5 +250,34 @@ mod tests {
         assert_eq!(d.core.stats.ops, 2);
         // Both siblings started at the instant of their request: two samples of 0 ns.
         assert_eq!(d.core.skew.values, vec![0, 0]);
+    }
+
+    /// 2 CPUs; domain 0 = CON {t0, t1} (scattered to CPUs 0, 1), domain 1 = HIT {t2}.
+    /// t0 runs on CPU 0 (its BOOST dropped by the 10 ms tick), t1 is blocked, CPU 1
+    /// idles; t2, last on CPU 0, wakes at 15 ms. Returns the pCPUs asked to reschedule.
+    fn hit_wakes_beside_a_running_con_vcpu(rules: &str) -> Vec<CpuId> {
+        let mut w = World::con_pair_and_hit(2);
+        let mut p = ampsched_model::spec::Params::new();
+        p.insert("rules".into(), ampsched_model::spec::ParamValue::Str(rules.into()));
+        let cp = crate::cosched::credit_params("pcs", &p).unwrap();
+        let mut d = CoSched::new("pcs", Pcs::default(), Credit::new("pcs", cp, &w.topo));
+        d.init(&w.view(Nanos::ZERO));
+        let t0 = TaskId(0);
+        d.wake(&w.view(Nanos::ZERO), t0, &mut Effects::default());
+        assert_eq!(d.pick_next(&w.view(Nanos::ZERO), CpuId(0), None, false, &mut Effects::default()).task, Some(t0));
+        w.curr[0] = Some(t0);
+        d.tick(&w.view(Nanos::from_ms(10)), CpuId(0), &mut Effects::default());
+        d.base.place(TaskId(2), CpuId(0));
+        let mut fx = Effects::default();
+        d.wake(&w.view(Nanos::from_ms(15)), TaskId(2), &mut fx);
+        fx.resched
+    }
+
+    #[test]
+    fn a_scheme_over_xen40_lets_a_boosted_wake_preempt_the_con_vcpu_there() {
+        // Xen 4.0's `__runq_tickle`: BOOST (0) > t0's UNDER (−1) → CPU 0 itself, then
+        // every idler (CPU 1). Current credit tickles only the idle CPU 1, and t2 runs there.
+        assert_eq!(hit_wakes_beside_a_running_con_vcpu("xen40"), [CpuId(0), CpuId(1)]);
+        assert_eq!(hit_wakes_beside_a_running_con_vcpu("current"), [CpuId(1)]);
     }
 }

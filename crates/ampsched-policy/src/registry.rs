@@ -58,25 +58,25 @@ pub const DISPATCHERS: &[PolicyInfo] = &[
     PolicyInfo {
         name: "cs",
         doc: "hybrid co-scheduling (VEE'09): credit + a CON vCPU's pick signals all pCPUs, one co-scheduled domain",
-        params: CREDIT_PARAMS,
+        params: crate::cosched::COSCHED_PARAMS,
         real_machine: &[],
     },
     PolicyInfo {
         name: "cds",
         doc: "co-descheduling: cs + descheduling a CON vCPU deschedules its running siblings",
-        params: CREDIT_PARAMS,
+        params: crate::cosched::COSCHED_PARAMS,
         real_machine: &[],
     },
     PolicyInfo {
         name: "pcs",
         doc: "partial co-scheduling: credit + signal only the pCPUs holding the CON domain's vCPUs",
-        params: CREDIT_PARAMS,
+        params: crate::cosched::COSCHED_PARAMS,
         real_machine: &[],
     },
     PolicyInfo {
         name: "bcs",
         doc: "boost co-scheduling: credit + a CON vCPU's pick raises its active siblings to COS (no signal)",
-        params: CREDIT_PARAMS,
+        params: crate::cosched::COSCHED_PARAMS,
         real_machine: &[],
     },
     PolicyInfo {
@@ -151,7 +151,7 @@ pub fn dispatcher_by_name(name: &str, params: &Params, topo: &Topology) -> Resul
         "aash" => Ok(Box::new(crate::aash::Aash::new(crate::aash::AashParams::from_params(name, params, topo)?, topo))),
         "cs" | "cds" | "pcs" | "bcs" => {
             use crate::cosched::CoSched;
-            let p = CreditParams::from_params(name, Profile::Current, params, CREDIT_PARAMS)?;
+            let p = crate::cosched::credit_params(name, params)?;
             Ok(match name {
                 "cs" => Box::new(CoSched::new("cs", crate::cs::Cs::default(), Credit::new("cs", p, topo))),
                 "cds" => Box::new(CoSched::new("cds", crate::cds::Cds::default(), Credit::new("cds", p, topo))),

@@ -39,6 +39,19 @@ impl World {
         World { curr: vec![None; ncpus], topo, tasks, domains }
     }
 
+    /// `ncpus` equal CPUs; domain 0 = `CON` {t0, t1} (vCPUs 0, 1), domain 1 = `HIT` {t2}.
+    pub fn con_pair_and_hit(ncpus: usize) -> World {
+        let mut w = World::new(ncpus, &[256, 256, 256]);
+        w.tasks[1].domain = DomainId(0);
+        w.tasks[1].vcpu = 1;
+        w.tasks[2].domain = DomainId(1);
+        w.domains[0].tasks = vec![TaskId(0), TaskId(1)];
+        w.domains[1].tasks = vec![TaskId(2)];
+        w.domains.truncate(2);
+        w.domains[0].cosched = CoschedType::Con;
+        w
+    }
+
     /// The view at time `now`.
     pub fn view(&self, now: Nanos) -> SysView<'_> {
         SysView { now, topo: &self.topo, tasks: &self.tasks, domains: &self.domains, curr: &self.curr }
