@@ -55,8 +55,20 @@ fn cosched_files_load_with_their_cases_credit_baseline_and_three_seeds() {
     // BT in dual-CON is one 4-thread program spanning both domains.
     let npb = Experiment::parse(cosched::FILES[1].1, "cosched-npb.toml", "cosched-npb", &lib).unwrap();
     let bt = npb.cases.iter().find(|c| c.name == "bt-dual").unwrap();
-    let groups: Vec<u32> = bt.scenario.tasks.iter().filter(|t| t.domain.0 < 2).map(|t| t.group).collect();
-    assert_eq!(groups, [0, 0, 0, 0]);
+    let doms = &bt.scenario.domains;
+    let id = |n: &str| doms.iter().position(|d| d.name == n).unwrap() as u32;
+    let (vm0, vm1) = (id("vm0"), id("vm1"));
+    let groups: Vec<u32> =
+        bt.scenario.tasks.iter().filter(|t| t.domain.0 == vm0 || t.domain.0 == vm1).map(|t| t.group).collect();
+    assert_eq!(groups.len(), 4);
+    assert!(groups.iter().all(|g| *g == groups[0]), "{groups:?}");
+    // The testbed's dom0 runs in the background, over the Xen 4.0 rules every scheme follows.
+    let dom0 = id("dom0");
+    assert!(bt.scenario.tasks.iter().filter(|t| t.domain.0 == dom0).all(|t| t.background));
+    assert!(bt
+        .compare
+        .iter()
+        .all(|p| p.dispatcher.as_ref().is_some_and(|d| d.name == "xen40" || d.params.contains_key("rules"))));
     assert!(reproduce::study("cosched").is_ok());
 }
 

@@ -284,12 +284,15 @@ fn analyse(all: &[Runs]) -> Report {
              from the metrics. Workload models come from models/library.toml and are not tuned to any result; \
              summary.json holds every figure."
                 .into(),
-            "Reading the numbers: the paper's testbed runs only the CON domains (the HIT domains are idle), so \
-             the 2 or 4 busy vCPUs never outnumber the 4 pCPUs and credit never preempts a sibling: there is no \
-             lock-holder preemption to remove, and what the schemes change is what their own signals and \
-             priorities do to the other CON domain. The time-slot example and the contended scenario of \
-             tests/cosched.rs show the other side: with more vCPUs than pCPUs, spinning siblings waste most of the \
-             CPU under credit and co-scheduling removes it."
+            "Reading the numbers: credit and every scheme follow Xen 4.0's rules (the papers patched Xen \
+             4.0.1's credit scheduler), and dom0 runs in the background (it wakes about ten times a second per \
+             vCPU for 20 µs and counts in no figure). The paper's testbed runs only the CON domains (the HIT \
+             domains are idle), so the 2 or 4 busy vCPUs never outnumber the 4 pCPUs and credit preempts a \
+             sibling only for dom0's short wake-ups: there is almost no lock-holder preemption to remove, and \
+             what the schemes change is what their own signals and priorities do to the other CON domain. \
+             The time-slot example and the contended scenario of tests/cosched.rs show the other side: with \
+             more vCPUs than pCPUs, spinning siblings waste most of the CPU under credit and co-scheduling \
+             removes it."
                 .into(),
         ],
         ..Report::default()
