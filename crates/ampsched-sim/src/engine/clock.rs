@@ -1,10 +1,9 @@
 //! The event loop's clock: a queue of timed events in a total order, and the
 //! FIFO of effects due at the current instant.
 //!
-//! Design: a 4-ary min-heap of 16-byte keys, earliest first (a 4-ary heap
-//! is half as deep as a binary one, and its four children share a cache
-//! line; `ampsched bench` measures it, the bare loop of `--bound` uses `std`'s
-//! binary heap), beside two FIFO *lanes* for the periodic timers. A key is the
+//! Design: a *radix heap* of 16-byte keys, earliest first (Ahuja, Mehlhorn,
+//! Orlin and Tarjan, "Faster algorithms for the shortest path problem",
+//! J. ACM 37(2), 1990, section 3: a monotone priority queue). A key is the
 //! event's time (integer ns, the high 64 bits) and a tag (the low 64 bits):
 //! a sequence number (`SEQ_BITS`), then the event's kind and id. Sequence
 //! numbers grow with every event planned, so simultaneous events run in the
@@ -12,16 +11,20 @@
 //! `u128` is that order; the event itself is decoded from the tag, so an
 //! entry carries no payload.
 //!
-//! Lanes (issue 19 D2): a tick is always planned for the first tick-grid
-//! point after now, and a slice end mostly for now plus the (fixed)
-//! timeslice, so their keys come in increasing order: each kind gets a FIFO
-//! that takes a key greater than its last one (an append, no sifting), and
-//! the heap takes the few that are not (a slice shortened by ratelimit, a
-//! deferred slice end). `pop` takes the least of the heap's top and the two
-//! lanes' fronts, so the order of events is exactly the heap-only order:
-//! the same keys are stored, only where differs. In `ampsched bench` L and
-//! XL, ticks and slice ends are a third of all events; the heap they leave is a
-//! third smaller, and pushing or popping them costs a comparison.
+//! The queue is monotone: every key stored is greater than the last one
+//! popped (time never goes back, and a key made now at the current time has
+//! a greater sequence number), which is what a radix heap needs. Bucket `b`
+//! holds the keys whose highest bit differing from the last key popped is
+//! bit `b − 1`; every key of a lower bucket is less than every key of a
+//! higher one, so the least key is in the lowest non-empty bucket (one bit
+//! scan of a mask). A push is an append to its bucket (no sifting, no
+//! comparisons); a pop takes the lowest bucket's least key and moves the
+//! others to lower buckets relative to it, so each key moves a few times in
+//! its life at most (at most once per bit). Pops come out in exactly the
+//! order of any other exact priority queue over the same keys (the 4-ary
+//! heap with FIFO lanes for ticks and slice ends it replaced, issue 19): the
+//! same keys are stored, only where differs. In `ampsched bench` L and XL the
+//! 4-ary heap's pop was a sixth to a fifth of all CPU time.
 //!
 //! The queue knows the run's horizon, the key of its `End` event: an event
 //! keyed after it can never run, so it is not stored (a completion planned an
@@ -33,7 +36,6 @@
 //! of the engine: every other room schedules events through this one.
 
 use ampsched_model::{CpuId, Nanos, TaskId};
-use std::collections::VecDeque;
 
 /// An event kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,9 +128,7 @@ pub(crate) fn key_time(k: Key) -> Nanos {
 
 /// Timed events, earliest first; among equal times, first scheduled first.
 pub(crate) struct EventQueue {
-    heap: QuadHeap,
-    /// Ticks (`LANE_TICK`) and slice ends (`LANE_SLICE`) whose keys came in increasing order.
-    lanes: [VecDeque<Key>; 2],
+    heap: RadixHeap,
     seq: u64,
     /// Events keyed after this never run and are not stored.
     horizon: Key,
@@ -138,7 +138,7 @@ pub(crate) struct EventQueue {
 
 impl Default for EventQueue {
     fn default() -> Self {
-        EventQueue { heap: QuadHeap::default(), lanes: Default::default(), seq: 0, horizon: Key::MAX, peak: 0 }
+        EventQueue { heap: RadixHeap::default(), seq: 0, horizon: Key::MAX, peak: 0 }
     }
 }
 
@@ -151,39 +151,22 @@ impl EventQueue {
         (u128::from(t.0) << 64) | u128::from((self.seq << (ID_BITS + KIND_BITS)) | ev.code())
     }
 
-    /// Store an event under `key` (from `key`) in the heap; false if it is past the horizon.
+    /// Store an event under `key` (from `key`); false if it is past the horizon.
     #[inline]
     pub(crate) fn insert(&mut self, key: Key) -> bool {
         if key > self.horizon {
             return false;
         }
         self.heap.push(key);
-        self.peak = self.peak.max(self.len());
+        self.peak = self.peak.max(self.heap.len);
         true
     }
 
-    /// Schedule `ev` at `t`; its key. Ticks and slice ends go to their lane
-    /// when they come after its last key, everything else to the heap.
+    /// Schedule `ev` at `t` (not before the last event popped); its key.
     #[inline]
     pub(crate) fn push(&mut self, t: Nanos, ev: Ev) -> Key {
         let k = self.key(t, ev);
-        let lane = match ev {
-            Ev::Tick(_) => LANE_TICK,
-            Ev::SliceEnd(_) => LANE_SLICE,
-            _ => {
-                self.insert(k);
-                return k;
-            }
-        };
-        if k > self.horizon {
-            return k;
-        }
-        let l = &mut self.lanes[lane];
-        match l.back() {
-            Some(&last) if last > k => self.heap.push(k),
-            _ => l.push_back(k),
-        }
-        self.peak = self.peak.max(self.len());
+        self.insert(k);
         k
     }
 
@@ -198,84 +181,86 @@ impl EventQueue {
         k < self.horizon
     }
 
-    /// The next event, its key and its time: the least of the heap's top and the lanes' fronts.
+    /// The next event, its key and its time.
     #[inline]
     pub(crate) fn pop(&mut self) -> Option<(Key, Nanos, Ev)> {
-        let h = self.heap.v.first().copied().unwrap_or(Key::MAX);
-        let a = self.lanes[LANE_TICK].front().copied().unwrap_or(Key::MAX);
-        let b = self.lanes[LANE_SLICE].front().copied().unwrap_or(Key::MAX);
-        let k = if h <= a && h <= b {
-            self.heap.pop()?
-        } else if a <= b {
-            self.lanes[LANE_TICK].pop_front()?
-        } else {
-            self.lanes[LANE_SLICE].pop_front()?
-        };
+        let k = self.heap.pop()?;
         Some((k, key_time(k), Ev::decode(k as u64)))
     }
 
-    /// Entries held now (heap and lanes).
+    /// Entries held now.
     #[inline]
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.heap.v.len() + self.lanes[0].len() + self.lanes[1].len()
+        self.heap.len
     }
 }
 
-/// The lane of ticks.
-const LANE_TICK: usize = 0;
-/// The lane of slice ends.
-const LANE_SLICE: usize = 1;
-
-/// A 4-ary min-heap of distinct keys: the children of `i` are `4i+1 ..= 4i+4`.
-#[derive(Default)]
-struct QuadHeap {
-    v: Vec<Key>,
+/// A radix heap of distinct keys, each pushed greater than the last popped
+/// (see the module essay): bucket `b` (`buckets[b − 1]`) holds the keys whose
+/// highest bit differing from `last` is bit `b − 1`.
+struct RadixHeap {
+    /// The last key popped (0 before the first).
+    last: Key,
+    buckets: [Vec<Key>; 128],
+    /// Bit `b − 1` set: bucket `b` is not empty.
+    used: u128,
+    len: usize,
 }
 
-impl QuadHeap {
+impl Default for RadixHeap {
+    fn default() -> Self {
+        RadixHeap { last: 0, buckets: std::array::from_fn(|_| Vec::new()), used: 0, len: 0 }
+    }
+}
+
+impl RadixHeap {
+    /// The bucket of `k` relative to `last` (less one): its highest bit differing from it.
+    #[inline]
+    fn bucket(k: Key, last: Key) -> usize {
+        127 - (k ^ last).leading_zeros() as usize
+    }
+
     #[inline]
     fn push(&mut self, k: Key) {
-        let mut i = self.v.len();
-        self.v.push(k);
-        while i > 0 {
-            let p = (i - 1) / 4;
-            if self.v[p] <= k {
-                break;
-            }
-            self.v[i] = self.v[p];
-            i = p;
-        }
-        self.v[i] = k;
+        // A key not after the last popped would be lost in the order: time went backwards.
+        assert!(k > self.last, "an event keyed before the last one run");
+        let b = Self::bucket(k, self.last);
+        self.buckets[b].push(k);
+        self.used |= 1 << b;
+        self.len += 1;
     }
 
     #[inline]
     fn pop(&mut self) -> Option<Key> {
-        let last = self.v.pop()?;
-        let n = self.v.len();
-        if n == 0 {
-            return Some(last);
+        if self.used == 0 {
+            return None;
         }
-        let top = self.v[0];
-        let mut i = 0;
-        loop {
-            let c = 4 * i + 1;
-            if c >= n {
-                break;
-            }
-            let mut m = c;
-            for j in c + 1..(c + 4).min(n) {
-                if self.v[j] < self.v[m] {
-                    m = j;
-                }
-            }
-            if self.v[m] >= last {
-                break;
-            }
-            self.v[i] = self.v[m];
-            i = m;
+        let b = self.used.trailing_zeros() as usize;
+        self.len -= 1;
+        let bucket = &mut self.buckets[b];
+        if bucket.len() == 1 {
+            // The common case: one key there, nothing to move.
+            let k = bucket.pop().expect("a used bucket");
+            self.used &= !(1 << b);
+            self.last = k;
+            return Some(k);
         }
-        self.v[i] = last;
-        Some(top)
+        let mut keys = std::mem::take(bucket);
+        self.used &= !(1 << b);
+        let m = keys.iter().copied().min().expect("a used bucket");
+        self.last = m;
+        // The others now differ from `m` first at a lower bit: each goes to a lower bucket.
+        for &k in &keys {
+            if k != m {
+                let nb = Self::bucket(k, m);
+                self.buckets[nb].push(k);
+                self.used |= 1 << nb;
+            }
+        }
+        keys.clear();
+        self.buckets[b] = keys;
+        Some(m)
     }
 }
 
@@ -335,34 +320,55 @@ mod tests {
 
     #[test]
     fn the_heap_pops_a_shuffled_set_in_order() {
-        // 1000 distinct keys in a scrambled order (multiplication by a unit mod 1000).
-        let mut h = QuadHeap::default();
+        // 1000 distinct keys in a scrambled order (multiplication by a unit mod 1000),
+        // all pushed before the first pop.
+        let mut h = RadixHeap::default();
         for i in 0..1000u128 {
-            h.push(i * 7919 % 1000);
+            h.push(1 + i * 7919 % 1000);
         }
         let out: Vec<Key> = std::iter::from_fn(|| h.pop()).collect();
-        assert_eq!(out, (0..1000).collect::<Vec<_>>());
+        assert_eq!(out, (1..=1000).collect::<Vec<_>>());
     }
 
     #[test]
-    fn lanes_and_heap_pop_in_the_heap_only_order() {
-        // Ticks on a 10 ns grid and slice ends at now + 30, pushed in time order
-        // with completions in between; a slice end shortened (now + 5) and a tick
-        // planned earlier than the lane's last go to the heap. The pops are the keys sorted.
-        let mut q = EventQueue::default();
-        let mut keys = Vec::new();
-        for now in (0..200u64).step_by(7) {
-            keys.push(q.push(Nanos(now / 10 * 10 + 10), Ev::Tick(CpuId((now % 3) as u32))));
-            keys.push(q.push(Nanos(now + 30), Ev::SliceEnd(CpuId(1))));
-            keys.push(q.push(Nanos(now + 5), Ev::SliceEnd(CpuId(2))));
-            keys.push(q.push(Nanos(now * 13 % 97), Ev::OpDone(TaskId(4))));
+    fn pushes_between_pops_come_out_in_key_order() {
+        // A run's pattern: pop the least, push a few keys after it (ticks on a
+        // 10 ns grid, a slice end at now + 30, a completion at now + 0..97, one
+        // at now itself with a greater sequence number). Worked example of the
+        // buckets first: after popping key 8 (0b1000), key 12 (0b1100) differs
+        // first at bit 2 (bucket 3) and key 9 at bit 0 (bucket 1), so 9 pops
+        // before 12 without a comparison between them.
+        let mut h = RadixHeap::default();
+        for k in [8u128, 12, 9] {
+            h.push(k);
         }
-        keys.push(q.push(Nanos(3), Ev::Tick(CpuId(0))));
-        assert!(!q.lanes[LANE_TICK].is_empty() && !q.lanes[LANE_SLICE].is_empty());
-        assert_eq!(q.len(), keys.len());
-        keys.sort_unstable();
-        let popped: Vec<Key> = std::iter::from_fn(|| q.pop()).map(|(k, _, _)| k).collect();
-        assert_eq!(popped, keys);
+        assert_eq!(h.pop(), Some(8));
+        assert_eq!(h.used, 0b101);
+        assert_eq!((h.pop(), h.pop(), h.pop()), (Some(9), Some(12), None));
+        // Against a sorted reference over 2000 pops.
+        let mut q = EventQueue::default();
+        let mut reference = std::collections::BTreeSet::new();
+        let push = |q: &mut EventQueue, r: &mut std::collections::BTreeSet<Key>, t: u64, ev: Ev| {
+            r.insert(q.push(Nanos(t), ev));
+        };
+        push(&mut q, &mut reference, 0, Ev::Stats);
+        let mut popped = 0;
+        while let Some((k, t, _)) = q.pop() {
+            assert_eq!(Some(k), reference.pop_first(), "pop {popped}");
+            popped += 1;
+            if popped > 2000 {
+                break;
+            }
+            let now = t.0;
+            push(&mut q, &mut reference, now / 10 * 10 + 10, Ev::Tick(CpuId((now % 3) as u32)));
+            push(&mut q, &mut reference, now + 30, Ev::SliceEnd(CpuId(1)));
+            push(&mut q, &mut reference, now + now * 13 % 97, Ev::OpDone(TaskId(4)));
+            if popped % 5 == 0 {
+                push(&mut q, &mut reference, now, Ev::Wake(TaskId(2)));
+            }
+        }
+        assert!(popped > 2000);
+        assert_eq!(q.len(), reference.len());
     }
 
     #[test]
