@@ -10,7 +10,6 @@
 //! or placer bridges, the interpreter, or statistics output.
 
 use super::clock::{Ev, Key};
-use super::fixed;
 use super::task::{Act, Plan, St};
 use super::{Sim, Stop};
 use ampsched_model::{CpuId, Nanos, TaskId};
@@ -72,11 +71,11 @@ impl Sim {
         }
         tk.seg_start = now;
         let cpu = &self.cpus[c.idx()];
-        tk.run_by_class[cpu.class] += dt;
+        tk.run_by_class.add(cpu.class, dt);
         if self.placed {
             tk.period_run[cpu.class] += dt;
         }
-        self.series.run[tk.domain.idx()][cpu.class] += dt;
+        self.series.add_run(tk.domain.idx(), cpu.class, dt);
         match tk.act {
             Act::Compute if work => {
                 let cost = tk.cost_on(cpu.speed);
@@ -113,7 +112,7 @@ impl Sim {
                     tk.mig_local += 1;
                 }
                 self.series.mig[tk.domain.idx()] += 1;
-                let cost = fixed::amount(self.topo.cache.refill_cost(tk.ws_kb, tk.overlap, across).0);
+                let cost = tk.refill_cost(&self.topo.cache, across);
                 tk.refill_left = tk.refill_left.max(cost);
             }
         }

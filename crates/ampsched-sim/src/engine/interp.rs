@@ -16,7 +16,7 @@
 use super::clock::Pending;
 use super::fixed;
 use super::random;
-use super::task::{Act, St, NO_SPEED};
+use super::task::{Act, St, NO_REFILL, NO_SPEED};
 use super::{Sim, Stop};
 use ampsched_model::{CpuId, Nanos, Op, Schedule, TaskId, Wait};
 
@@ -40,8 +40,11 @@ impl Sim {
             tk.mem = mem;
             tk.cost_speed = NO_SPEED;
         }
-        tk.ws_kb = ws_kb;
-        tk.overlap = overlap;
+        if tk.ws_kb != ws_kb || tk.overlap.to_bits() != overlap.to_bits() {
+            tk.ws_kb = ws_kb;
+            tk.overlap = overlap;
+            tk.refill = [NO_REFILL; 2];
+        }
         tk.act = Act::Compute;
         self.replan(t);
         Outcome::Busy

@@ -1,8 +1,9 @@
 //! The discrete-event engine: simulated CPUs running tasks' programs under a
 //! Dispatcher, with an optional Placer on top.
 //!
-//! Design: one binary heap of events ordered by (time, sequence number), so
-//! simultaneous events run in the order they were scheduled (a total order).
+//! Design: one priority queue of events (a radix heap, `clock`) ordered by
+//! (time, sequence number), so simultaneous events run in the order they
+//! were scheduled (a total order).
 //! Time is integer nanoseconds. Stale events (a compute segment preempted, a
 //! slice ended early) are invalidated by generation counters instead of being
 //! removed. Effects that happen "now" (a dispatcher asking a CPU to

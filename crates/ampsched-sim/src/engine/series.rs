@@ -20,8 +20,11 @@ use ampsched_model::Nanos;
 
 /// Time-series accumulators of a run.
 pub(super) struct Series {
-    /// Per domain, per class: run time in the current interval.
-    pub(super) run: Vec<Vec<u64>>,
+    /// Per domain, per class (`d · nclass + class`, one flat vector: no
+    /// pointer to follow on a settle): run time in the current interval.
+    run: Vec<u64>,
+    /// CPU classes.
+    nclass: usize,
     /// Per domain: migrations in the current interval.
     pub(super) mig: Vec<u64>,
     /// Per domain: ∫ active vCPUs dt over the current interval.
@@ -51,7 +54,8 @@ impl Series {
     /// Empty accumulators for `nd` domains and `nclass` CPU classes.
     pub(super) fn new(nd: usize, nclass: usize) -> Series {
         Series {
-            run: vec![vec![0; nclass]; nd],
+            run: vec![0; nd * nclass],
+            nclass,
             mig: vec![0; nd],
             active_int: vec![0; nd],
             active: vec![0; nd],
@@ -63,6 +67,12 @@ impl Series {
             pending: 0,
             cap: MAX_POINTS,
         }
+    }
+
+    /// Domain `d` ran `dt` ns on a CPU of class `class`.
+    #[inline]
+    pub(super) fn add_run(&mut self, d: usize, class: usize, dt: u64) {
+        self.run[d * self.nclass + class] += dt;
     }
 
     /// Domain `d` gained (`up`) or lost an active vCPU at `now`.
@@ -79,7 +89,8 @@ impl Series {
 
     /// Close the interval at `now`: one point per domain and the counters'
     /// values every `stride` intervals, or now when `last` (the end of the run).
-    pub(super) fn sample(&mut self, now: Nanos, nclass: usize, counters: Vec<f64>, last: bool) {
+    pub(super) fn sample(&mut self, now: Nanos, counters: Vec<f64>, last: bool) {
+        let nclass = self.nclass;
         self.pending += 1;
         if self.pending < self.stride && !last {
             return; // the accumulators run on into the next interval
@@ -91,11 +102,12 @@ impl Series {
             self.active_since[d] = now;
             let point = SeriesPoint {
                 t_ns: now.0,
-                class_ns: std::mem::replace(&mut self.run[d], vec![0; nclass]),
+                class_ns: self.run[d * nclass..(d + 1) * nclass].to_vec(),
                 active_avg: self.active_int[d] as f64 / span as f64,
                 migrations: std::mem::take(&mut self.mig[d]),
             };
             self.active_int[d] = 0;
+            self.run[d * nclass..(d + 1) * nclass].fill(0);
             self.points[d].push(point);
         }
         self.counters.push(CounterPoint { t_ns: now.0, values: counters });
@@ -147,12 +159,12 @@ mod tests {
     /// active vCPU from the interval's start, and one migration.
     fn feed(s: &mut Series, intervals: u64, run: u64, last_at_end: bool) {
         for i in 1..=intervals {
-            s.run[0][0] += run;
+            s.add_run(0, 0, run);
             s.mig[0] += 1;
             if s.active[0] == 0 {
                 s.active_changed(0, true, Nanos((i - 1) * 10));
             }
-            s.sample(Nanos(i * 10), 1, vec![i as f64], last_at_end && i == intervals);
+            s.sample(Nanos(i * 10), vec![i as f64], last_at_end && i == intervals);
         }
     }
 

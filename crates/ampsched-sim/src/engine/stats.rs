@@ -20,7 +20,7 @@ impl Sim {
             }
         }
         let values = self.disp.counters().into_iter().map(|(_, v)| v).collect();
-        self.series.sample(now, self.topo.classes.len(), values, last);
+        self.series.sample(now, values, last);
     }
 
     pub(super) fn finish(mut self) -> RunResult {
@@ -55,7 +55,7 @@ impl Sim {
                 idle: t.idle_vcpu,
                 completion_ns: t.done_at.map(|x| x.0),
                 computes_done: t.computes_done,
-                cpu_ns: ct(&t.run_by_class),
+                cpu_ns: ct(&t.run_by_class.to_vec()),
                 wait_ns: t.wait_ns,
                 blocked_ns: t.blocked_ns,
                 spin_ns: t.spin_ns,

@@ -20,8 +20,9 @@
 
 use super::clock::Key;
 use super::config::TaskInit;
-use super::fixed::{cost, cpu_for, div_ceil, work_in, ONE};
+use super::fixed::{amount, cost, cpu_for, div_ceil, work_in, ONE};
 use crate::latency::LatencyHist;
+use ampsched_model::topology::CacheSpec;
 use ampsched_model::{CpuId, DomainId, Nanos, Op, Program};
 use std::sync::Arc;
 
@@ -29,8 +30,50 @@ use std::sync::Arc;
 /// several pieces (placer samples, noise changes) rounds each piece down.
 pub(super) const EPS: u128 = 1 << 20;
 
+/// `Task::refill` when no refill cost is cached (no working set needs 2^96 ns).
+pub(super) const NO_REFILL: u128 = u128::MAX;
+
 /// `Task::cost_speed` when no cost is cached (a NaN's bits: no CPU has that speed).
 pub(super) const NO_SPEED: u64 = u64::MAX;
+
+/// CPU classes whose run time a task keeps in itself ([`ClassNs`]).
+const INLINE_CLASSES: usize = 4;
+
+/// Run time per CPU class, ns: the first `INLINE_CLASSES` classes in the
+/// task itself (a settle follows no pointer), any further ones beside.
+#[derive(Clone, Debug)]
+#[repr(C)]
+pub(super) struct ClassNs {
+    inline: [u64; INLINE_CLASSES],
+    more: Vec<u64>,
+    n: usize,
+}
+
+impl ClassNs {
+    /// Zero for `n` classes.
+    pub(super) fn new(n: usize) -> ClassNs {
+        ClassNs { inline: [0; INLINE_CLASSES], more: vec![0; n.saturating_sub(INLINE_CLASSES)], n }
+    }
+
+    /// Add `dt` ns to class `c`.
+    #[inline]
+    pub(super) fn add(&mut self, c: usize, dt: u64) {
+        match self.inline.get_mut(c) {
+            Some(x) => *x += dt,
+            None => self.more[c - INLINE_CLASSES] += dt,
+        }
+    }
+
+    /// The run time of class `c`.
+    pub(super) fn get(&self, c: usize) -> u64 {
+        self.inline.get(c).copied().unwrap_or_else(|| self.more[c - INLINE_CLASSES])
+    }
+
+    /// Per class, in class order.
+    pub(super) fn to_vec(&self) -> Vec<u64> {
+        (0..self.n).map(|c| self.get(c)).collect()
+    }
+}
 
 /// Where a task is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,65 +144,81 @@ impl Slack {
 }
 
 /// One task (a vCPU running a program): interpreter state, accounting and statistics.
+///
+/// Laid out in order (`repr(C)`), what an event touches first: the work and
+/// completion plan (the first 64-byte line), state and times (the second),
+/// program and counters (the third), run time per class (the fourth); the
+/// statistics and rarely used fields after. A settle, a switch or a
+/// completion then reads four or five lines of a task instead of fields
+/// strewn over its ten (issue 19: `ampsched bench` XL has 1024 tasks).
+#[repr(C)]
 pub(super) struct Task {
-    pub(super) domain: DomainId,
-    pub(super) prog: Arc<Program>,
-    /// Per op, the dense indices of the sync objects it uses (`sync::resolve`).
-    pub(super) sync: Arc<[[u32; 2]]>,
-    pub(super) pc: u32,
-    pub(super) loops: Vec<u32>,
-    pub(super) group: u32,
-    pub(super) rank: u32,
-    pub(super) st: St,
-    pub(super) act: Act,
-    pub(super) idle_vcpu: bool,
-    /// Of a background domain: not counted among the live tasks a run waits for.
-    pub(super) background: bool,
+    // Line 1: the work left and the completion plan.
     pub(super) work_left: u128,
-    pub(super) mem: f64,
+    pub(super) refill_left: u128,
+    /// The latest completion planned (`Sim::plan_op`): its key and the generation it was made under.
+    pub(super) op_key: Key,
+    /// Key of this task's earliest completion entry in the queue (`Key::MAX`: none known).
+    pub(super) armed: Key,
+    // Line 2: what it does, since when, at what cost.
+    pub(super) act: Act,
+    pub(super) seg_start: Nanos,
+    pub(super) state_since: Nanos,
     /// `fixed::cost` of `mem` at speed `f64::from_bits(cost_speed)` (NaN bits: not
     /// computed): the f64 arithmetic runs once per segment and speed, not per settle.
     pub(super) cost_speed: u64,
     pub(super) cost: u64,
-    pub(super) ws_kb: u32,
-    pub(super) overlap: f64,
-    pub(super) refill_left: u128,
-    pub(super) seg_start: Nanos,
+    pub(super) st: St,
+    // Line 3: generations, program, time accounts.
     /// Bumped whenever the running op's completion may no longer hold (a plan
     /// made under an older generation is stale).
     pub(super) gen: u32,
-    /// The latest completion planned (`Sim::plan_op`): its key and the generation it was made under.
-    pub(super) op_key: Key,
     pub(super) op_gen: u32,
+    pub(super) pc: u32,
+    pub(super) domain: DomainId,
+    pub(super) prog: Arc<Program>,
+    /// Per op, the dense indices of the sync objects it uses (`sync::resolve`).
+    pub(super) sync: Arc<[[u32; 2]]>,
+    pub(super) mem: f64,
+    pub(super) spin_used: Nanos,
+    pub(super) wait_ns: u64,
+    // Line 4: run time per class.
+    pub(super) run_by_class: ClassNs,
+    // Line 5: the rest of the interpreter's state and counters.
+    pub(super) blocked_ns: u64,
+    pub(super) computes_done: u64,
+    pub(super) last_cpu: Option<CpuId>,
+    pub(super) ws_kb: u32,
+    pub(super) group: u32,
+    pub(super) overlap: f64,
+    pub(super) loops: Vec<u32>,
+    pub(super) rank: u32,
     /// Whether `op_key` has its own entry in the queue, waits for one, or is settled.
     pub(super) op_entry: Plan,
-    /// Key of this task's earliest completion entry in the queue (`Key::MAX`: none known).
-    pub(super) armed: Key,
+    pub(super) idle_vcpu: bool,
+    /// Of a background domain: not counted among the live tasks a run waits for.
+    pub(super) background: bool,
+    pub(super) period_active: bool,
+    pub(super) pf_static_done: bool,
+    // Then what a few events touch.
+    /// `CacheSpec::refill_cost` of `ws_kb` and `overlap` within (`[0]`) and
+    /// across (`[1]`) memory domains, as amounts, once computed (`NO_REFILL`:
+    /// not yet): the f64 arithmetic runs once per working set, not per migration.
+    pub(super) refill: [u128; 2],
     /// Key of the last wake-up planned (the only one that may wake the task).
     pub(super) wake_key: Key,
-    pub(super) spin_used: Nanos,
-    pub(super) pf_static_done: bool,
-    pub(super) last_cpu: Option<CpuId>,
-    pub(super) state_since: Nanos,
-    // statistics
-    pub(super) run_by_class: Vec<u64>,
-    pub(super) wait_ns: u64,
-    pub(super) blocked_ns: u64,
     pub(super) spin_ns: u64,
     pub(super) mig_local: u64,
     pub(super) mig_remote: u64,
     pub(super) done_at: Option<Nanos>,
-    pub(super) computes_done: u64,
     /// When it last woke from Blocked, until it first runs after that.
     pub(super) woke_at: Option<Nanos>,
     /// Wake-up latencies: from a wake-up to running.
     pub(super) wake_lat: LatencyHist,
     pub(super) name: Option<Arc<str>>,
     pub(super) slack: Slack,
-    // placer sampling
     /// Run time per class since the placer's last period (kept only when a placer runs).
     pub(super) period_run: Vec<u64>,
-    pub(super) period_active: bool,
 }
 
 impl Task {
@@ -183,6 +242,7 @@ impl Task {
             cost: 0,
             ws_kb: 0,
             overlap: 1.0,
+            refill: [NO_REFILL; 2],
             refill_left: 0,
             seg_start: Nanos::ZERO,
             gen: 0,
@@ -195,7 +255,7 @@ impl Task {
             pf_static_done: false,
             last_cpu: None,
             state_since: Nanos::ZERO,
-            run_by_class: vec![0; nclass],
+            run_by_class: ClassNs::new(nclass),
             wait_ns: 0,
             blocked_ns: 0,
             spin_ns: 0,
@@ -210,6 +270,18 @@ impl Task {
             period_run: vec![0; nclass],
             period_active: false,
         }
+    }
+
+    /// The refill owed after a migration (`across` memory domains or not),
+    /// an amount: `cache.refill_cost` of the current working set, cached.
+    #[inline]
+    pub(super) fn refill_cost(&mut self, cache: &CacheSpec, across: bool) -> u128 {
+        let (ws_kb, overlap) = (self.ws_kb, self.overlap);
+        let r = &mut self.refill[usize::from(across)];
+        if *r == NO_REFILL {
+            *r = amount(cache.refill_cost(ws_kb, overlap, across).0);
+        }
+        *r
     }
 
     /// CPU ns per ns of work (`fixed::cost`) of the current segment on a CPU of
@@ -258,5 +330,48 @@ impl Task {
         let cpu = if need <= self.refill_left { 2 * need - 1 } else { self.refill_left + need };
         // Without noise `avail` is one whole share: a shift, not a division.
         Nanos(if avail == ONE { cpu.div_ceil(ONE as u128) } else { div_ceil(cpu, avail) } as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_times_past_the_inline_ones_are_kept_beside() {
+        // Six classes: 0..4 in the task, 4 and 5 in the vector beside.
+        let mut r = ClassNs::new(6);
+        r.add(1, 10);
+        r.add(5, 7);
+        r.add(1, 5);
+        r.add(4, 2);
+        assert_eq!(r.to_vec(), vec![0, 15, 0, 0, 2, 7]);
+        assert_eq!(ClassNs::new(2).to_vec(), vec![0, 0]);
+    }
+
+    #[test]
+    fn the_refill_cost_is_the_cache_specs_and_follows_the_working_set() {
+        // Default cache: 512 KiB refilled from the LLC at 7 GB/s = 524288 / 7
+        // = 74898.3 → 74898 ns within a memory domain; across, (512 + 2048) KiB
+        // from DRAM at 2.4 GB/s = 2621440 / 2.4 = 1092266.7 → 1092267 ns.
+        let cache = CacheSpec::default();
+        let ti = TaskInit {
+            domain: DomainId(0),
+            vcpu: 0,
+            group: 0,
+            rank: 0,
+            affinity: ampsched_model::CpuSet::new(),
+            program: Arc::new(Program { ops: vec![Op::End] }),
+            background: false,
+            name: None,
+        };
+        let mut t = Task::new(&ti, 2);
+        (t.ws_kb, t.overlap) = (8192, 1.0);
+        assert_eq!(t.refill_cost(&cache, false), amount(74_898));
+        assert_eq!(t.refill_cost(&cache, true), amount(1_092_267));
+        assert_eq!(t.refill, [amount(74_898), amount(1_092_267)]);
+        // Half the overlap: the engine clears the cache when it changes (`start_compute`).
+        (t.overlap, t.refill) = (0.5, [NO_REFILL; 2]);
+        assert_eq!(t.refill_cost(&cache, false), amount(37_449));
     }
 }

@@ -78,7 +78,7 @@ impl Sim {
         let runq: Vec<Option<u32>> = (0..self.cpus.len()).map(|c| self.disp.runq_len(CpuId(c as u32))).collect();
         let mut fast_ns = vec![0u64; self.domains.len()];
         for t in &self.tasks {
-            let mut v = t.run_by_class[fast];
+            let mut v = t.run_by_class.get(fast);
             if let St::Running(c) = t.st {
                 if self.cpus[c.idx()].class == fast {
                     v += (now - t.seg_start).0;
