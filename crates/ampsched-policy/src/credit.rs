@@ -607,9 +607,14 @@ impl Credit {
 
     fn runq_remove_raw(&mut self, t: TaskId) {
         let cpu = self.vc[t.idx()].cpu;
+        let pos = self.runq[cpu.idx()].iter().position(|o| *o == t).expect("vCPU on its runqueue");
+        self.runq_remove_at(cpu, pos);
+    }
+
+    /// Take the vCPU at `pos` off `cpu`'s runqueue (its own pCPU's).
+    fn runq_remove_at(&mut self, cpu: CpuId, pos: usize) {
         let q = &mut self.runq[cpu.idx()];
-        let pos = q.iter().position(|o| *o == t).expect("vCPU on its runqueue");
-        q.remove(pos);
+        let t = q.remove(pos);
         if q.is_empty() {
             self.set_q_hi(cpu, PRI_IDLE);
         }
@@ -901,20 +906,32 @@ impl Credit {
         let now = v.now;
         let hot_window = self.p.migration_delay;
         let q = &self.runq[peer.idx()];
-        let better = q.iter().take_while(|t| self.vc[t.idx()].pri > pri).count();
-        if better == 0 {
-            // Nothing better here (Xen stops at the first vCPU not better than
-            // `pri`): tighten the bound so later steals skip this peer.
+        // One pass over the vCPUs better than `pri` at the head of the queue
+        // (Xen stops at the first one not better): the first allowed here and
+        // not cache-hot, and where it stands.
+        let mut better = false;
+        let mut found = None;
+        for (pos, &t) in q.iter().enumerate() {
+            let vc = &self.vc[t.idx()];
+            if vc.pri <= pri {
+                break;
+            }
+            better = true;
+            let hot = hot_window.0 > 0 && now.saturating_sub(vc.last_sched) < hot_window;
+            if !hot && v.tasks[t.idx()].affinity.contains(cpu) {
+                found = Some((pos, t));
+                break;
+            }
+        }
+        if !better {
+            // Nothing better here: tighten the bound so later steals skip this peer.
             let hi = q.iter().map(|t| self.vc[t.idx()].pri).max().unwrap_or(PRI_IDLE);
             self.set_q_hi(peer, hi);
             return None;
         }
-        let found = q[..better].iter().copied().find(|t| {
-            let vc = &self.vc[t.idx()];
-            let hot = hot_window.0 > 0 && now.saturating_sub(vc.last_sched) < hot_window;
-            !hot && v.tasks[t.idx()].affinity.contains(cpu)
-        })?;
-        self.runq_remove(found);
+        let (pos, found) = found?;
+        self.runq_remove_at(peer, pos);
+        self.dec_nr(peer);
         self.vc[found.idx()].cpu = cpu;
         self.inc_nr(cpu);
         self.stats.steals += 1;
