@@ -17,17 +17,25 @@
 //! extra stale timers up to the simulator's superseded share. Its CPU ns per
 //! event is the floor the engine's is compared with (issue 19).
 //!
-//! Where it stood last (27 Nov 2026, 11:46 UTC, an idle 2-core Xeon — other
-//! sessions paused — thin-LTO release build): L 153 ns per event (bound 26 ns,
-//! ratio 0.17), XL 194 ns (bound 33 ns, ratio 0.17), XL 36 simulated s per
-//! CPU s; cost per event L → XL ×1.27 against the bound's ×1.25. Issue 19's
-//! targets (ratio ≥ 0.5, ≥ 100 simulated s per CPU s) are not met. The
-//! studies' runs (small machines with bursty noise under `fair`) took 6 %
-//! less CPU time from 64-bit divisions, no work-left division at a
-//! completion and `fair`'s runqueues as sorted vectors, and their wall time
-//! fell most from each run being a parallel task of its own
-//! (`runner::run_all`): all four `ampsched reproduce` studies in turn take
-//! 41-42 s on 2 cores (issue 19's target: ≤ 60 s; 52 s in the morning).
+//! Where it stood last (27 Nov 2026, 14:10 UTC, a 2-core Xeon with the
+//! other sessions' builds paused, load 7.5 → 3.8 over the window; thin-LTO
+//! release build): L 143-147 ns per event (bound 27 ns, ratio 0.19), XL
+//! 167.5 ns (bound 30 ns, ratio 0.18), XL 41.8 simulated s per CPU s; cost
+//! per event L → XL ×1.15 against the bound's ×1.10. In the same window
+//! the build before the radix heap, the task layout and the one-pass steal
+//! (052b19a) ran L 152-154 ns and XL 180-184 ns (whole `bench --child`
+//! processes, 6 interleaved pairs: XL 0.925, L 0.975 of its CPU time).
+//! Issue 19's targets (ratio ≥ 0.5, ≥ 100 simulated s per CPU s) are not
+//! met: in XL the time is spread over the credit steal path (18 % of
+//! samples: 3.55 M steals in 8.57 M events, nearly every barrier block ends
+//! in one), the queue (15 %), the interpreter and the barrier (15 %), and
+//! the dispatcher bridge's switches, each a few cache lines of scattered
+//! per-task state. The studies' runs (small machines with bursty noise
+//! under `fair`) took 6 % less CPU time from 64-bit divisions, no work-left
+//! division at a completion and `fair`'s runqueues as sorted vectors, and
+//! their wall time fell most from each run being a parallel task of its own
+//! (`runner::run_all`): all four `ampsched reproduce` studies in turn took
+//! 41-42 s on 2 cores at 11:46 UTC (issue 19's target: ≤ 60 s).
 
 use crate::library::Library;
 use crate::scenario::{Scenario, ScenarioError};
