@@ -35,7 +35,17 @@
 //!   "borrows" the fast CPU: it stays there until a granted vCPU wants the
 //!   CPU back (then it is kicked to a slow CPU) or the next accounting. A
 //!   slow CPU never steals from a fast CPU while a fast CPU is idle.
-//! - Only active vCPUs (runnable now, or ran in the last period) take part.
+//! - Only active vCPUs take part: runnable now or ran in the last period, and
+//!   on credit's active list. AASH hands out fast credits where credit hands
+//!   out credits, in the accounting (`csched_acct`), which walks the active
+//!   domains' active vCPUs; a vCPU joins that list only when a tick finds it
+//!   running (`csched_vcpu_acct`, "it's consuming a non-negligeable amount of
+//!   CPU") and leaves it when its credit passes one slice's worth. So a
+//!   vCPU that wakes for µs between ticks (the testbed's dom0: 20 µs ten
+//!   times a second) is not in the fast queue, where counting every vCPU
+//!   that ran in the last period put dom0's four vCPUs there and cost an
+//!   aware guest's fast vCPU a fast CPU one period in three (test
+//!   `a_background_vcpu_that_credit_never_charges_takes_no_fast_credits`).
 //!
 //! Invariants: a vCPU is on at most one CPU (credit's checks, run after
 //! every pick in debug builds); at most `n_fast` grants; grants change only
@@ -499,7 +509,7 @@ impl Aash {
                 id: TaskId(i as u32),
                 domain: v.tasks[i].domain,
                 vcpu: v.tasks[i].vcpu,
-                active: self.runnable(TaskId(i as u32)) || self.ran[i],
+                active: (self.runnable(TaskId(i as u32)) || self.ran[i]) && self.cr.is_active(TaskId(i as u32)),
             })
             .collect();
         let doms: Vec<FqDomain> =

@@ -120,7 +120,8 @@ pub struct FqVcpu {
     pub domain: DomainId,
     /// vCPU index within the domain.
     pub vcpu: u32,
-    /// Takes part this period (runnable, or ran in the last period).
+    /// Takes part this period (the caller's rule; the `aash` dispatcher: runnable or ran in the last
+    /// period, and on credit's active list).
     pub active: bool,
 }
 

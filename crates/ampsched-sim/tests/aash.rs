@@ -172,6 +172,33 @@ fn four_vcpus_share_one_fast_cpu_round_robin() {
 }
 
 #[test]
+fn a_background_vcpu_that_credit_never_charges_takes_no_fast_credits() {
+    // Worked example (docs/design/aash.md mechanism 1, "only active vCPUs"; Xen credit's
+    // active list): 2 fast + 2 slow CPUs, a dom0-like background domain of 4 vCPUs that wake
+    // every 100 ms for 20 µs (model xen-dom0), and an aware VM of 4 CPU-bound vCPUs declaring
+    // vCPUs 0-1 fast. AASH hands out fast credits at credit's accounting to the vCPUs on
+    // credit's active list, which a vCPU joins only when a 10 ms tick finds it running
+    // (`csched_vcpu_acct`): a 20 µs burst is at a tick with probability 20 µs / 10 ms = 0.2 %,
+    // so over 10 s (4 × 100 bursts) the background is active for a period or two at most,
+    // and the fast credits of both fast CPUs go to the VM's vCPUs 0-1 for the whole run:
+    // each ≥ 9.7 s of 10 s on a fast CPU, vCPUs 2-3 ≤ 0.1 s. Counting every vCPU that ran
+    // in the last period instead (each background vCPU wakes 3 times per 30 ms period) put
+    // background tokens in the fast queue, and the VM lost a fast slot to its slow vCPU
+    // 3 in one period of three: vCPU 1 6.97 s fast, vCPU 3 2.97 s.
+    let domains = format!(
+        "[[domain]]\nname = \"dom0\"\nvcpus = 4\nbackground = true\nworkload = {{ model = \"xen-dom0\" }}\n{}",
+        busy_domain("vm", 4, "fast_vcpus = [0, 1]")
+    );
+    let r = run(&text(2, 2, "", &domains));
+    for v in 0..2 {
+        assert!(fast_ns(&r, 4 + v) >= 9_700_000_000, "vm.v{v} on fast CPUs {} ns", fast_ns(&r, 4 + v));
+    }
+    for v in 2..4 {
+        assert!(fast_ns(&r, 4 + v) <= 100_000_000, "vm.v{v} on fast CPUs {} ns", fast_ns(&r, 4 + v));
+    }
+}
+
+#[test]
 fn a_sequential_phase_runs_on_the_fast_cpu() {
     // One VM, 1 vCPU busy, 3 idle vCPUs; 1 fast + 3 slow. Active = 1 ≤ n_fast: it runs
     // on the fast CPU all the time (its first pick already goes to the idle fast CPU).
