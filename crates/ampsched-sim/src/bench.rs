@@ -35,7 +35,10 @@
 //! division at a completion and `fair`'s runqueues as sorted vectors, and
 //! their wall time fell most from each run being a parallel task of its own
 //! (`runner::run_all`): all four `ampsched reproduce` studies in turn took
-//! 41-42 s on 2 cores at 11:46 UTC (issue 19's target: ≤ 60 s).
+//! 41-42 s on 2 cores at 11:46 UTC, and 38.3 s at 14:42 UTC after the
+//! afternoon's model changes (aash 2.0, cosched 5.2, capability 28.3,
+//! study 2.7 s; other sessions' builds paused, load 2.0; issue 19's target:
+//! ≤ 60 s).
 
 use crate::library::Library;
 use crate::scenario::{Scenario, ScenarioError};
