@@ -4,8 +4,8 @@
 # sleep), and a cleanup that kills the hog and removes the scratch directory
 # on every exit path. Sets A (ampsched), W (ampsched-workload), H (the hog),
 # TMP and HOG; defines load (prints the load average).
-# BENCH_AGENT_PREBUILT=1 uses the release binaries as they are: inside /work/wt/quiet.sh-like
-# windows, which SIGSTOP other sessions' cargo, a build can wait forever for the package-cache
+# BENCH_AGENT_PREBUILT=1 uses the release binaries as they are: inside quiet windows
+# (a wrapper that SIGSTOPs the machine's other builds, cargo among them), a build can wait forever for the package-cache
 # lock a stopped cargo holds.
 TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
 if [ "${BENCH_AGENT_PREBUILT:-0}" = 1 ]; then
