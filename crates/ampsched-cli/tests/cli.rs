@@ -93,6 +93,25 @@ fn the_demo_compares_the_baseline_with_aash_on_the_same_seeds() {
 }
 
 #[test]
+fn the_readme_quick_start_shows_what_the_demo_prints() {
+    // The README's first screen quotes `ampsched demo` (indented four spaces, from its title
+    // line to the "Then:" line); a model change that moves a figure must update it.
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let start = readme.find("    quickstart — dispatcher credit").expect("README quotes the demo's title line");
+    let then = start + readme[start..].find("\n    Then: with aash").expect("README quotes the demo's Then line");
+    let end = then + 1 + readme[then + 1..].find('\n').unwrap_or(readme.len() - then - 1);
+    let quoted: String =
+        readme[start..end].lines().map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l))).collect();
+    let (code, demo, err) = ampsched(&["demo"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        quoted.trim_end(),
+        demo.trim_end(),
+        "README.md's quick-start block differs from `ampsched demo`: paste the demo's output"
+    );
+}
+
+#[test]
 fn values_and_outputs_are_checked_before_a_run() {
     let q = "scenarios/examples/quickstart.toml";
     for (flag, v, msg) in [("--seed", "-1", "must be ≥ 0, got -1"), ("--jobs", "-2", "must be ≥ 0, got -2")] {
