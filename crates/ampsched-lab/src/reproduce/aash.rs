@@ -839,14 +839,10 @@ mod tests {
     use ampsched_sim::scenario::Scenario;
     use ampsched_sim::Sim;
 
-    #[test]
-    fn mean_task_completion_averages_the_vms_programs_and_leaves_out_the_background() {
-        // Worked example: one fast core (speed 2) and one slow core (speed 1); two 1-vCPU VMs
-        // each run a 100 ms program, a pinned to the fast core (done at 50 ms), b to the slow
-        // one (100 ms), beside a background domain on the slow core that wakes every 100 ms
-        // for 20 µs and never finishes (model xen-dom0). The programs' mean completion is
-        // (50 + 100) / 2 = 75 ms, the background's task (unfinished: it would count as the
-        // run's end) left out.
+    /// One fast core (speed 2) and one slow core (speed 1) under credit, two 1-vCPU VMs `a`
+    /// (pinned to the fast core) and `b` (the slow one) of 100 ms of work each, `extra`
+    /// domains before them; run with seed 1.
+    fn two_pinned_vms(extra: &str) -> RunResult {
         let dom = |n: &str, cpu: u32| {
             format!(
                 "[[domain]]\nname = \"{n}\"\nvcpus = 1\naffinity = \"{cpu}\"\n\
@@ -856,14 +852,26 @@ mod tests {
         let text = format!(
             "[machine]\nclasses = [{{ name = \"fast\", speed = 2.0 }}, {{ name = \"slow\", speed = 1.0 }}]\n\
              cpus = [{{ class = \"fast\", count = 1 }}, {{ class = \"slow\", count = 1 }}]\n\
-             [dispatcher]\nname = \"credit\"\n\
-             [[domain]]\nname = \"dom0\"\nvcpus = 1\naffinity = \"1\"\nbackground = true\n\
-             workload = {{ model = \"xen-dom0\" }}\n{}{}",
+             [dispatcher]\nname = \"credit\"\n{extra}{}{}",
             dom("a", 0),
             dom("b", 1)
         );
         let sc = Scenario::parse(&text, "t.toml", "t", &Library::builtin()).unwrap();
-        let r = Sim::new(sc.config(1, None, None).unwrap()).run();
+        Sim::new(sc.config(1, None, None).unwrap()).run()
+    }
+
+    #[test]
+    fn mean_task_completion_averages_the_vms_programs_and_leaves_out_the_background() {
+        // Worked example: one fast core (speed 2) and one slow core (speed 1); two 1-vCPU VMs
+        // each run a 100 ms program, a pinned to the fast core (done at 50 ms), b to the slow
+        // one (100 ms), beside a background domain on the slow core that wakes every 100 ms
+        // for 20 µs and never finishes (model xen-dom0). The programs' mean completion is
+        // (50 + 100) / 2 = 75 ms, the background's task (unfinished: it would count as the
+        // run's end) left out.
+        let r = two_pinned_vms(
+            "[[domain]]\nname = \"dom0\"\nvcpus = 1\naffinity = \"1\"\nbackground = true\n\
+             workload = { model = \"xen-dom0\" }\n",
+        );
         assert_eq!(r.tasks.iter().filter(|t| of_vm(&r, t)).count(), 2);
         assert!((mean_task_completion_s(&r) - 0.075).abs() < 1e-3, "{}", mean_task_completion_s(&r));
     }
@@ -874,21 +882,7 @@ mod tests {
         // 100 ms of work each, pinned one per core, no noise: VM a finishes at 50 ms, VM b at
         // 100 ms. The run ends at 100 ms (the slowest VM); the mean completion is
         // (50 + 100) / 2 = 75 ms.
-        let dom = |n: &str, cpu: u32| {
-            format!(
-                "[[domain]]\nname = \"{n}\"\nvcpus = 1\naffinity = \"{cpu}\"\n\
-                 workload = {{ program = [{{ compute = {{ ms = 100 }} }}] }}\n"
-            )
-        };
-        let text = format!(
-            "[machine]\nclasses = [{{ name = \"fast\", speed = 2.0 }}, {{ name = \"slow\", speed = 1.0 }}]\n\
-             cpus = [{{ class = \"fast\", count = 1 }}, {{ class = \"slow\", count = 1 }}]\n\
-             [dispatcher]\nname = \"credit\"\n{}{}",
-            dom("a", 0),
-            dom("b", 1)
-        );
-        let sc = Scenario::parse(&text, "t.toml", "t", &Library::builtin()).unwrap();
-        let r = Sim::new(sc.config(1, None, None).unwrap()).run();
+        let r = two_pinned_vms("");
         let mut done: Vec<f64> = r.domains.iter().map(|d| completion_s(&r, &d.name)).collect();
         done.sort_by(f64::total_cmp);
         assert!((done[0] - 0.050).abs() < 1e-3 && (done[1] - 0.100).abs() < 1e-3, "{done:?}");
