@@ -26,6 +26,25 @@ pub enum ParamValue {
     List(Vec<ParamValue>),
 }
 
+/// As written in a scenario file (TOML): `"cubic"`, `3`, `2.5`, `true`, `[1, 2]`.
+impl std::fmt::Display for ParamValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParamValue::Bool(b) => write!(f, "{b}"),
+            ParamValue::Int(i) => write!(f, "{i}"),
+            ParamValue::Float(x) => write!(f, "{x:?}"),
+            ParamValue::Str(s) => write!(f, "{s:?}"),
+            ParamValue::List(l) => {
+                write!(f, "[")?;
+                for (i, v) in l.iter().enumerate() {
+                    write!(f, "{}{v}", if i == 0 { "" } else { ", " })?;
+                }
+                write!(f, "]")
+            }
+        }
+    }
+}
+
 impl ParamValue {
     /// As f64 if numeric.
     pub fn as_f64(&self) -> Option<f64> {
@@ -790,6 +809,14 @@ pub fn compile_program(ops: &[OpSpec], path: &str) -> Result<Program, ModelError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_param_value_prints_as_a_scenario_file_writes_it() {
+        use ParamValue::*;
+        let l = List(vec![Int(1), Float(2.0), Str("a".into()), Bool(true)]);
+        assert_eq!(l.to_string(), r#"[1, 2.0, "a", true]"#);
+        assert_eq!(Str("cubic".into()).to_string(), "\"cubic\"");
+    }
 
     #[test]
     fn compile_nested_loops() {

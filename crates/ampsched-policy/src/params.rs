@@ -211,7 +211,7 @@ impl<'a> ParamReader<'a> {
                 Some(x) if x >= min && x <= max => Ok(x),
                 _ => Err(PolicyError {
                     param: p.name.into(),
-                    msg: format!("must be a number in [{min}, {max}], got {v:?}"),
+                    msg: format!("must be a number in [{min}, {max}], got {v}"),
                 }),
             },
         }
@@ -234,7 +234,7 @@ impl<'a> ParamReader<'a> {
                 Some(x) if x >= min && x <= max => Ok(x),
                 _ => Err(PolicyError {
                     param: p.name.into(),
-                    msg: format!("must be an integer in [{min}, {max}], got {v:?}"),
+                    msg: format!("must be an integer in [{min}, {max}], got {v}"),
                 }),
             },
         }
@@ -258,7 +258,7 @@ impl<'a> ParamReader<'a> {
             None => Ok(default),
             Some(v) => v
                 .as_bool()
-                .ok_or_else(|| PolicyError { param: p.name.into(), msg: format!("must be true or false, got {v:?}") }),
+                .ok_or_else(|| PolicyError { param: p.name.into(), msg: format!("must be true or false, got {v}") }),
         }
     }
 
@@ -271,7 +271,7 @@ impl<'a> ParamReader<'a> {
                 let s = v.as_str().unwrap_or("");
                 allowed.iter().find(|a| **a == s).copied().ok_or_else(|| PolicyError {
                     param: p.name.into(),
-                    msg: format!("must be one of {}, got {v:?}", allowed.join(", ")),
+                    msg: format!("must be one of {}, got {v}", allowed.join(", ")),
                 })
             }
         }
