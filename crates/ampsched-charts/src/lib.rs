@@ -20,6 +20,8 @@
 //! (plotters' built-in text estimate lays labels out; the browser draws them),
 //! integer pixel coordinates; so reports are byte-identical for the same results.
 
+#![warn(missing_docs)]
+
 use plotters::coord::ranged1d::{Ranged, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::{CoordTranslate, Shift};

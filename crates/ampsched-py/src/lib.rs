@@ -8,6 +8,8 @@
 //! DataFrames into chart specs that cross as JSON and are drawn by the reports'
 //! renderer (`ampsched-charts`), so figures have one plotting path.
 
+#![warn(missing_docs)]
+
 use ampsched_model::spec::{Params, PolicySpec};
 use ampsched_policy::{DISPATCHERS, PLACERS};
 use ampsched_sim::admission::Estimate;
