@@ -1589,6 +1589,55 @@ mod tests {
     }
 
     #[test]
+    fn xen40_an_idle_guest_vcpu_waking_behind_dom0_is_stolen_by_an_idler_and_stays_there() {
+        // What re-places a vCPU of an idle guest under Xen 4.0 (calibration.md, "A booted
+        // guest's idle time"): 4 CPUs of one memory domain, dom0's vCPU D and the guest's idle
+        // vCPU G both last ran on CPU 1. D wakes at 0 (CPU 1 idle → tickled) and runs, BOOST.
+        let mut w = world(4, &[(256, 0, 1), (256, 0, 1)]);
+        let mut c = Credit::new("xen40", CreditParams::defaults(Profile::Xen40), &w.topo);
+        c.init(&w.view(Nanos::ZERO));
+        let (d, g) = (TaskId(0), TaskId(1));
+        c.place(d, CpuId(1));
+        c.place(g, CpuId(1));
+        let mut fx = Effects::default();
+        c.wake(&w.view(Nanos::ZERO), d, &mut fx);
+        assert_eq!(fx.resched, vec![CpuId(1)]);
+        assert_eq!(c.pick_next(&w.view(Nanos::ZERO), CpuId(1), None, false, &mut fx).task, Some(d));
+        w.curr[1] = Some(d);
+        // G's timer fires 10 µs later, inside D's 20 µs burst. `csched_vcpu_wake` queues it on
+        // CPU 1 (no placement choice at wake-up) as BOOST, which does not beat D's BOOST: CPU 1
+        // is not preempted; `__runq_tickle` (4.0) IPIs every idler: CPUs 0, 2, 3.
+        let now = Nanos::from_us(10);
+        let mut fx = Effects::default();
+        c.wake(&w.view(now), g, &mut fx);
+        assert_eq!(c.pri_of(g), PRI_BOOST);
+        assert_eq!(c.runq(CpuId(1)), &[g][..]);
+        assert_eq!(fx.resched, vec![CpuId(0), CpuId(2), CpuId(3)]);
+        // The first idler to run `csched_schedule` has nothing of its own, and
+        // `csched_load_balance` → `csched_runq_steal` takes G (BOOST > IDLE) from CPU 1,
+        // which has 2 runnable. The later idlers find nothing.
+        let p = c.pick_next(&w.view(now), CpuId(0), None, false, &mut Effects::default());
+        assert_eq!(p.task, Some(g));
+        assert_eq!(c.cpu_of(g), CpuId(0));
+        w.curr[0] = Some(g);
+        assert_eq!(c.pick_next(&w.view(now), CpuId(2), None, false, &mut Effects::default()).task, None);
+        // G handles its tick and blocks; D ends its burst. G's next wake-up is queued on CPU 0,
+        // where it last ran: the collision moved it for good.
+        let later = Nanos::from_us(30);
+        c.block(&w.view(later), g, CpuId(0), &mut Effects::default());
+        c.block(&w.view(later), d, CpuId(1), &mut Effects::default());
+        assert_eq!(c.pick_next(&w.view(later), CpuId(0), Some(g), false, &mut Effects::default()).task, None);
+        w.curr[0] = None;
+        assert_eq!(c.pick_next(&w.view(later), CpuId(1), Some(d), false, &mut Effects::default()).task, None);
+        w.curr[1] = None;
+        let mut fx = Effects::default();
+        c.wake(&w.view(Nanos::from_ms(10)), g, &mut fx);
+        assert_eq!((c.cpu_of(g), fx.resched.clone()), (CpuId(0), vec![CpuId(0)]));
+        // A wake-up that finds its own pCPU idle never moves: only a collision re-places it.
+        assert_eq!(c.stats().steals, 1);
+    }
+
+    #[test]
     fn boost_on_wake_preempts_an_over_vcpu() {
         let mut w = World::new(1, &[256, 256]);
         let mut c = credit(&w);
