@@ -1628,6 +1628,25 @@ mod tests {
         let progs = lib.instantiate("lu-splash2", &Params::new(), 2, "t").unwrap();
         let c = counts(&progs[1]).barrier;
         assert_eq!(c.values().sum::<u64>(), 2 * 256);
+        // NPB, class A structure counted in NPB 3.3-OMP (models/library.toml): iterations incl. the
+        // warm-up × barriers per iteration, plus one sequential-section barrier per iteration.
+        // CG: 16 × (2 + 25 × 5 + 2 + 2) = 16 × 131; LU: 251 × (124 k-plane stages + 7); MG: 5 × (80 + 3).
+        // The work is the earlier 20 s scale, unchanged to within 1 ms: a worker's share is the old
+        // phases × phase_ms (thread 0 adds the serial share), e.g. CG 2880 × 6.875 = 16 × 1237.5 ms.
+        let npb = [
+            ("npb-bt", 201, 9, 1320.0 * 15.0),
+            ("npb-cg", 16, 131, 2880.0 * 6.875),
+            ("npb-ft", 8, 5, 132.0 * 150.0),
+            ("npb-is", 11, 4, 1267.0 * 15.0),
+            ("npb-lu", 251, 131, 3094.0 * 6.4),
+            ("npb-mg", 5, 83, 1219.0 * 16.0),
+        ];
+        for (name, iters, per, work_ms) in npb {
+            let progs = lib.instantiate(name, &Params::new(), 4, "t").unwrap();
+            assert_eq!(counts(&progs[3]).barrier, BTreeMap::from([(0, iters * per), (1, iters)]), "{name}");
+            let w = progs[3].total_work().0 as f64 / 1e6;
+            assert!((w - work_ms).abs() < 1.0, "{name}: {w} ms of work, was {work_ms}");
+        }
         // NPB: OpenMP waiting with the pre-GCC-4.6 spin limit of 150 ms; NPB LU spins.
         let bt = lib.instantiate("npb-bt", &Params::new(), 2, "t").unwrap();
         assert!(bt[0].ops.contains(&Op::Barrier { id: 0, wait: Wait::SpinThenBlock(Nanos::from_ms(150)) }));

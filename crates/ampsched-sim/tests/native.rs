@@ -226,9 +226,10 @@ fn capability_never_leaves_a_cpu_idle_under_cap_npb_static_cg_seed_3() {
     let placer = Some(PolicySpec { name: "capability".into(), params: Params::new() });
     let r = run_one(&Job { scenario: &sc, seed: 3, dispatcher: None, placer }).unwrap();
     // 4 threads on 4 CPUs, one pinned per CPU at 1 s: every CPU busy except
-    // during the first second's start-up, the serial sections (0.069 ms per
-    // 6.875 ms phase ≈ 1 %, waiting threads block after spinning ≤ 150 ms,
-    // so they rarely block) and the end: idle < 5 % of the run on every CPU.
+    // during the first second's start-up, the serial sections (12.42 ms per
+    // 1 237.5 ms iteration ≈ 1 %, waiting threads block after spinning
+    // ≤ 150 ms, so they rarely block) and the end: idle < 5 % of the run on
+    // every CPU.
     // Before the fix CPU 2 idled 596 of 600 s and the run hit max_s.
     assert!(r.all_done, "cg must finish before max_s = 600 s");
     for c in &r.cpus {
