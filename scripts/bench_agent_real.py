@@ -25,6 +25,9 @@ Method:
   machine lock; the work sizes are calibrated once (first chunk, under
   default Linux with the hog running, each aimed at about 1 s) and kept in
   `<results>.cal.json`;
+- a configuration is `linux` or a placer, optionally with agent settings
+  (`aash:period=15`: the agent's `--period`; `aash:time_credits=false`: a
+  placer parameter), so an A/B of a setting interleaves like the rest;
 - summary: per workload and configuration the median wall time, min-max,
   and the ratio of medians to default Linux (< 1 = faster); the two-process
   case also the gap between the two processes' completions.
@@ -95,7 +98,18 @@ class Ctx:
         self.env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2")
 
     def agent(self, config):
-        return [self.a, "run", "--fast", "0", "--placer", config, "--state", self.state, "--"]
+        return [self.a, "run", "--fast", "0", *placer_args(config), "--state", self.state, "--"]
+
+
+def placer_args(config):
+    """`PLACER[:K=V]...` → the agent's arguments: `period=MS` is the agent's `--period`, any other
+    key a placer parameter (`--param K=V`), e.g. `aash:period=60` or `aash:period=60:time_credits=false`."""
+    placer, *opts = config.split(":")
+    out = ["--placer", placer]
+    for kv in opts:
+        k, _, v = kv.partition("=")
+        out += ["--period", v] if k == "period" else ["--param", f"{k}={v}"]
+    return out
 
 
 def prepare(ctx):
@@ -201,7 +215,7 @@ def run_fair2(ctx, config):
             'fast = "0"\n'
             + "".join(f'[[target]]\nname = "p{i}"\ncommand = {json.dumps(s)}\n' for i, s in enumerate(spin))
         )
-        wall = sh([ctx.a, "agent", "--config", str(cfg), "--placer", config, "--state", ctx.state])
+        wall = sh([ctx.a, "agent", "--config", str(cfg), *placer_args(config), "--state", ctx.state])
     t = [json.loads(o.read_text())["elapsed_s"] for o in outs]
     return wall, {"t1": t[0], "t2": t[1], "gap": abs(t[0] - t[1]) / max(t)}
 
@@ -249,7 +263,8 @@ def summary(rows, reps):
     loads = [r["load1"] for r in rows]
     print(f"\n{len(rows)} runs; 1-minute load average during runs: median {statistics.median(loads):.1f}, "
           f"range {min(loads):.1f}-{max(loads):.1f}")
-    configs = [c for c in CONFIGS if any(k[1] == c for k in by)]
+    seen = {k[1] for k in by}
+    configs = [c for c in CONFIGS if c in seen] + sorted(c for c in seen if c not in CONFIGS)
     print("\n| workload | " + " | ".join(configs) + " |")
     print("|---|" + "---|" * len(configs))
     for wl in WORKLOADS:
@@ -290,8 +305,11 @@ def main():
         if w not in WORKLOADS:
             sys.exit(f"--only: unknown workload {w!r}; allowed: {', '.join(WORKLOADS)}")
     for c in configs:
-        if c not in CONFIGS:
-            sys.exit(f"--configs: unknown configuration {c!r}; allowed: {', '.join(CONFIGS)}")
+        base, *opts = c.split(":")
+        bad = [kv for kv in opts if kv.count("=") != 1 or kv.startswith("=")]
+        if base not in CONFIGS or bad or (base == "linux" and opts):
+            sys.exit(f"--configs: bad configuration {c!r}; allowed: {', '.join(CONFIGS)}, a placer may add "
+                     f":K=V[:K=V] (period=MS for the agent's period, any other key a placer parameter)")
     res = Path(args.results)
     rows = [json.loads(x) for x in res.read_text().splitlines() if x.strip()] if res.exists() else []
     if args.summary:

@@ -893,6 +893,8 @@ mod fixture_tests {
         // Process 4242 with threads 4242 and 4243, both runnable, on CPUs 0 and 1.
         write_thread(root, 4242, 4242, 'R', 0, 0);
         write_thread(root, 4242, 4243, 'R', 1, 0);
+        // Its resident anonymous memory: every thread's `ws_kb` in the snapshot.
+        std::fs::write(root.join("proc/4242/status"), "Name:\twork\nRssAnon:\t   35728 kB\n").unwrap();
         let ov = crate::Overrides { fast: Some(CpuSet::parse_list("0").unwrap()), ..Default::default() };
         let discovered = crate::discover(root, &ov).unwrap();
         let both = CpuSet::parse_list("0-1").unwrap();
@@ -953,6 +955,7 @@ mod fixture_tests {
         for t in &s0.tasks {
             // `R` in /proc is reported runnable, never running; the own mask is the original.
             assert_eq!((t.state, t.allowed, t.affinity), (TaskState::Runnable, both, both));
+            assert_eq!(t.ws_kb, 35728);
         }
         // aash, 1 fast CPU, two busy threads: one holds the fast CPU, the other the slow one.
         let changes = sets.borrow().clone();

@@ -167,6 +167,26 @@ fn shared_first(root: &Path, cpu: u32, rel: &str) -> Option<u32> {
     CpuSet::parse_list(&s).ok()?.first().map(|c| c.0)
 }
 
+/// The private level-2 cache of `cpu` in KiB from sysfs (`cache/indexN` with `level` 2 and
+/// `type` Unified or Data; `size` as "2048K"), `None` where sysfs does not say.
+fn l2_kb(root: &Path, cpu: u32) -> Option<u32> {
+    let dir = root.join(format!("sys/devices/system/cpu/cpu{cpu}/cache"));
+    (0..16).find_map(|i| {
+        let ix = dir.join(format!("index{i}"));
+        let level = read_trim(&ix.join("level"))?;
+        let kind = read_trim(&ix.join("type")).unwrap_or_default();
+        if level != "2" || kind == "Instruction" {
+            return None;
+        }
+        let size = read_trim(&ix.join("size"))?;
+        let (n, mult) = match size.strip_suffix('K') {
+            Some(n) => (n, 1),
+            None => (size.strip_suffix('M')?, 1024),
+        };
+        n.parse::<u32>().ok().filter(|k| *k > 0).map(|k| k.saturating_mul(mult))
+    })
+}
+
 fn numa_node(root: &Path, cpu: u32) -> u32 {
     let dir = root.join(format!("sys/devices/system/cpu/cpu{cpu}"));
     std::fs::read_dir(dir)
@@ -326,7 +346,11 @@ pub fn discover(root: &Path, ov: &Overrides) -> Result<Discovered, AgentError> {
             noise: NoiseSpec::None,
         });
     }
-    let topo = Topology::new(classes, infos, CacheSpec::default());
+    // The L2 a migration leaves behind (aash's cache-hot grants compare working sets with it):
+    // the smallest any CPU reports, else the model's default.
+    let l2 = linux.iter().filter_map(|l| l2_kb(root, *l)).min();
+    let cache = CacheSpec { l2_kb: l2.unwrap_or(CacheSpec::default().l2_kb), ..CacheSpec::default() };
+    let topo = Topology::new(classes, infos, cache);
     Ok(Discovered { cpus: descs, topo, linux_ids: linux, class_source })
 }
 
@@ -434,6 +458,35 @@ mod tests {
         // Two LLC domains numbered in order of first appearance.
         assert_eq!(d.topo.mem_domains.len(), 2);
         assert_eq!(d.topo.mem_domains[1].to_list(), "2-3");
+    }
+
+    #[test]
+    fn the_l2_size_comes_from_the_level_2_data_or_unified_cache() {
+        // This machine's sysfs: index0 L1d 48K, index1 L1i 64K, index2 L2 2048K, index3 L3.
+        let cpu = "sys/devices/system/cpu";
+        let mut files = Vec::new();
+        for c in 0..2 {
+            for (i, level, kind, size) in [
+                (0, "1", "Data", "48K"),
+                (1, "1", "Instruction", "64K"),
+                (2, "2", "Unified", "2048K"),
+                (3, "3", "Unified", "491520K"),
+            ] {
+                let ix = format!("{cpu}/cpu{c}/cache/index{i}");
+                files.push((format!("{ix}/level"), level.to_string()));
+                files.push((format!("{ix}/type"), kind.to_string()));
+                files.push((format!("{ix}/size"), size.to_string()));
+            }
+        }
+        let refs: Vec<(&str, &str)> = files.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        let f = fixture("0-1", &refs);
+        assert_eq!(l2_kb(f.path(), 0), Some(2048));
+        assert_eq!(discover(f.path(), &Overrides::default()).unwrap().topo.cache.l2_kb, 2048);
+        // "1M" is 1024 KiB; no cache directory: the model's default.
+        fs::write(f.path().join(format!("{cpu}/cpu1/cache/index2/size")), "1M\n").unwrap();
+        assert_eq!(discover(f.path(), &Overrides::default()).unwrap().topo.cache.l2_kb, 1024);
+        let bare = fixture("0", &[]);
+        assert_eq!(discover(bare.path(), &Overrides::default()).unwrap().topo.cache.l2_kb, CacheSpec::default().l2_kb);
     }
 
     #[test]

@@ -28,7 +28,8 @@ pub(crate) use crate::domain::DomKind;
 pub use crate::domain::Domain;
 use crate::export::Export;
 use crate::procfs::{
-    children, cmdline, list_pids, list_tids, parse_schedstat, parse_stat, parse_vcpu_thread_name, ProcFile, TaskDir,
+    children, cmdline, list_pids, list_tids, parse_schedstat, parse_stat, parse_vcpu_thread_name, rss_anon_kb,
+    ProcFile, TaskDir,
 };
 use crate::qmp::query_vcpus;
 use crate::runclock::RunClock;
@@ -98,6 +99,10 @@ pub struct Inventory {
     pub(crate) fd_limit: Option<libc::rlimit>,
     /// Threads removed since the last observation (reported `Done` once, then forgotten).
     pub(crate) ended: Vec<(TaskId, Thread)>,
+    /// Resident anonymous memory per managed process, KiB (`RssAnon`, read when a process is
+    /// first listed and at every full reconcile): its threads' `ws_kb` in the snapshot. Not
+    /// read for VMs: a guest's memory says nothing of one vCPU's working set.
+    pub(crate) anon_kb: HashMap<i32, u32>,
 }
 
 impl Inventory {
@@ -121,6 +126,7 @@ impl Inventory {
             use_counters: true,
             fd_limit: None,
             ended: Vec::new(),
+            anon_kb: HashMap::new(),
         }
     }
 
@@ -657,9 +663,14 @@ impl Inventory {
                         if n == 0 {
                             self.task_dirs.remove(&p);
                             self.leader_stat.remove(&p);
+                            self.anon_kb.remove(&p);
                             continue;
                         }
                         alive_procs += 1;
+                        if reconcile || !self.anon_kb.contains_key(&p) {
+                            let kb = rss_anon_kb(&self.proc_root, p).unwrap_or(0);
+                            self.anon_kb.insert(p, kb);
+                        }
                         if reconcile || self.pid_threads.get(&p).copied().unwrap_or(0) as u64 != n {
                             let tids = list_tids(&self.proc_root, p);
                             vanished.extend(

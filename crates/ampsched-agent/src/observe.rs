@@ -11,8 +11,9 @@
 //!   sampling time (exact when its mask holds one class, as placers' masks
 //!   do; a short burst without a `stat` read is charged to its mask's class);
 //! - `allowed`: its original affinity (topology ids); `affinity`: the
-//!   effective mask in force; `ws_kb` 0 (a thread's working set is not
-//!   visible in `/proc`);
+//!   effective mask in force; `ws_kb` its process's resident anonymous
+//!   memory (`RssAnon`, an upper bound of the working set: a thread's own is
+//!   not visible in `/proc`), 0 for a VM's vCPU and for an ended thread;
 //! - `Snapshot::period`: the time that elapsed since the last sample.
 //!
 //! `stat` (state and CPU) costs several times a `schedstat` read and is read
@@ -228,7 +229,7 @@ impl Observer {
                 cpu,
                 allowed: d.from_linux(&t.original),
                 affinity: t.cur,
-                ws_kb: 0,
+                ws_kb: inv.anon_kb.get(&t.pid).copied().unwrap_or(0),
             });
         }
         for id in gone {

@@ -27,6 +27,30 @@
 //! of equal length give unequal fast time; this evens it out. In the
 //! simulator a holder gets its whole period, so it rotates as without.
 //!
+//! Cache-hot grants (time credits only): a rotation migrates the thread that
+//! gets a fast CPU and the one that leaves it, and each loses its private
+//! cache — its working set, up to the L2 (`CacheSpec::refill_cost`: the L2 is
+//! private, the last level shared). When a contender's working set
+//! (`TaskSample::ws_kb`; the agent gives a process's anonymous memory) does
+//! not fit the L2 (`ws_kb > topo.cache.l2_kb`), a grant is
+//! [`HOT_GRANT`] of fast time (120 ms; whole periods, at least one) instead
+//! of one period: the holders get that much credit, the credit is clamped to
+//! ± that much, and the grant is held up to that many periods +
+//! [`MAX_HOLD_PERIODS`] − 1. Fast
+//! time stays equal (the credit), in quanta long enough that two refills a
+//! rotation are a small part of them. This follows the kernels' rule that a
+//! task whose cache is hot is not worth moving for a short gain: Linux's
+//! `task_hot()` (kernel/sched/fair.c; `can_migrate_task` skips a task that
+//! ran within `sysctl_sched_migration_cost`), which before 2.6.23 was the
+//! per-domain `cache_hot_time` measured at boot by migrating a buffer the size
+//! of the cache (`measure_migration_cost`, kernel/sched.c), and Xen credit's
+//! `__csched_vcpu_is_cache_hot` (`vcpu_migration_delay`). Measured on the
+//! development machine (docs/agent.md): `xz -T2` (12-35 MB) lost 0.6-1 ms of
+//! work per migration at a 30 ms rotation, while a spinning barrier (0.16 MB)
+//! needs the rotation at its phase length (≈ 30 ms) and loses its gain at
+//! 35-90 ms. Threads that fit the L2 (or whose working set is unknown, 0)
+//! rotate every period as before.
+//!
 //! An aware guest's declared slow vCPUs under `power_saving` always get the
 //! slow set. With `fair_sharing = false` the vCPUs without a grant get the
 //! all-CPU mask (only the high-priority queue is managed).
@@ -61,7 +85,7 @@ const TIME_CREDITS: ParamDoc = ParamDoc {
     name: "time_credits",
     kind: Kind::Bool { default: false },
     unit: "",
-    doc: "a fast grant lasts until its holders ran one period on fast CPUs (credit carried, ≤ 3 periods)",
+    doc: "a fast grant lasts until its holders ran one period on fast CPUs (4 if a contender's working set exceeds the L2; credit carried)",
 };
 
 /// Parameters the `aash` placer sets differently on a real machine: there other load shares
@@ -75,6 +99,23 @@ pub const AASH_PLACER_REAL_MACHINE: &[RealMachineParam] = &[RealMachineParam {
 /// Longest a grant is held under `time_credits`, in periods (bounds the wait of the others).
 pub const MAX_HOLD_PERIODS: u32 = 3;
 
+/// Under `time_credits`, the fast time a grant is worth when a contender's working set does not
+/// fit the L2 (its cache is lost at every rotation): 120 ms, the rotation at which `xz -T2`
+/// measured within noise of default Linux (docs/agent.md).
+pub const HOT_GRANT: Nanos = Nanos::from_ms(120);
+
+/// Periods of fast time one grant is worth at `period`: [`HOT_GRANT`] in whole periods (at
+/// least one) when an active contender (a task that may run on a fast CPU) has a working set
+/// larger than the private L2, else 1.
+pub fn grant_periods(topo: &Topology, snap: &Snapshot, period: Nanos) -> u32 {
+    let hot = snap.tasks.iter().any(|t| (t.active || t.runnable()) && t.ws_kb > topo.cache.l2_kb);
+    if hot {
+        HOT_GRANT.0.div_ceil(period.0.max(1)).clamp(1, u32::MAX as u64) as u32
+    } else {
+        1
+    }
+}
+
 /// The `aash` placer.
 pub struct AashPlacer {
     period: Nanos,
@@ -86,6 +127,8 @@ pub struct AashPlacer {
     /// The grant being held and for how many periods it has been.
     held: Vec<ampsched_model::TaskId>,
     held_for: u32,
+    /// Periods of fast time the current grant is worth ([`grant_periods`]).
+    quantum: u32,
 }
 
 impl AashPlacer {
@@ -108,12 +151,15 @@ impl AashPlacer {
             credit: Vec::new(),
             held: Vec::new(),
             held_for: 0,
+            quantum: 1,
         }
     }
 
     /// Time credits: charge last period's fast run time and say whether the held grant stays.
     fn keep_grant(&mut self, topo: &Topology, snap: &Snapshot, fast: &ampsched_model::CpuSet) -> bool {
+        self.quantum = grant_periods(topo, snap, self.period);
         let p = self.period.0 as i64;
+        let cap = p * self.quantum as i64;
         let fast_classes: Vec<usize> = fast.iter().map(|c| topo.cpus[c.idx()].class).collect();
         for t in &snap.tasks {
             if self.credit.len() <= t.id.idx() {
@@ -126,9 +172,9 @@ impl AashPlacer {
                 }
             }
             let c = &mut self.credit[t.id.idx()];
-            *c = (*c - ran as i64).clamp(-p, p);
+            *c = (*c - ran as i64).clamp(-cap, cap);
         }
-        if self.held.is_empty() || self.held_for >= MAX_HOLD_PERIODS {
+        if self.held.is_empty() || self.held_for >= self.quantum + MAX_HOLD_PERIODS - 1 {
             return false;
         }
         let mut sum = 0i64;
@@ -176,10 +222,10 @@ impl Placer for AashPlacer {
         } else {
             let g = self.fq.distribute(fast.len(), &vcpus, &doms);
             if self.time_credits {
-                let p = self.period.0 as i64;
+                let cap = self.period.0 as i64 * self.quantum as i64;
                 for id in &g.fast {
                     let c = &mut self.credit[id.idx()];
-                    *c = (*c + p).clamp(-p, p);
+                    *c = (*c + cap).clamp(-cap, cap);
                 }
                 self.held = g.fast.clone();
                 self.held_for = 1;
@@ -308,6 +354,57 @@ mod tests {
         assert_eq!(fast_holder(&place(&mut s, [15, 0])), Some(1));
         // Task 1 gets a full 30 ms: credit 0 → rotate back at once (equal turns when uncontended).
         assert_eq!(fast_holder(&place(&mut s, [0, 30])), Some(0));
+    }
+
+    #[test]
+    fn cache_hot_contenders_rotate_every_four_periods_of_fast_time() {
+        // 1 fast (CPU 0) + 1 slow, L2 512 KiB (the topology's default cache). Two busy
+        // single-thread domains with time credits, each thread's working set 4 MiB: a rotation
+        // would cost both their L2, so a grant is 120 ms (4 periods) of fast time.
+        let topo = Topology::fast_slow(1, 2.0, 1, 1.0, 4);
+        assert_eq!(topo.cache.l2_kb, 512);
+        let mut params = Params::new();
+        params.insert("low_parallelism".into(), ampsched_model::spec::ParamValue::Bool(false));
+        params.insert("time_credits".into(), ampsched_model::spec::ParamValue::Bool(true));
+        let mut p = AashPlacer::from_params("aash", &params, &topo).unwrap();
+        let mut s = snap(&topo, &[1, 1], &[true, true]);
+        for t in &mut s.tasks {
+            t.ws_kb = 4096;
+        }
+        let ms30 = Nanos::from_ms(30);
+        assert_eq!(grant_periods(&topo, &s, ms30), 4);
+        // At a 15 ms period the same 120 ms is 8 periods; at 50 ms, 3 (whole periods).
+        assert_eq!(grant_periods(&topo, &s, Nanos::from_ms(15)), 8);
+        assert_eq!(grant_periods(&topo, &s, Nanos::from_ms(50)), 3);
+        // The holder gets the whole fast CPU each period (30 ms), the other none.
+        let mut holders = Vec::new();
+        let mut holder = None::<u32>;
+        for _ in 0..10 {
+            for t in &mut s.tasks {
+                let fast = if Some(t.id.0) == holder { 30 } else { 0 };
+                t.run_by_class = vec![Nanos::from_ms(fast), Nanos::ZERO];
+            }
+            let mut out = Vec::new();
+            p.place(&topo, &s, &mut out);
+            for c in &out {
+                s.tasks[c.task.idx()].affinity = c.mask;
+            }
+            holder = s.tasks.iter().find(|t| t.affinity.to_list() == "0").map(|t| t.id.0);
+            holders.push(holder.unwrap());
+        }
+        // Credit 120 ms per grant, 30 spent a period: held while ≥ 15 ms is left (90, 60, 30),
+        // handed over when it reaches 0: 4 periods each, equal fast time.
+        assert_eq!(holders, vec![0, 0, 0, 0, 1, 1, 1, 1, 0, 0]);
+        // Working sets that fit the L2 (or are unknown): one period, as before.
+        for t in &mut s.tasks {
+            t.ws_kb = 512;
+        }
+        assert_eq!(grant_periods(&topo, &s, ms30), 1);
+        // A cache-hot thread that is not contending (blocked, ran nothing) does not count.
+        s.tasks[1].ws_kb = 4096;
+        s.tasks[1].active = false;
+        s.tasks[1].state = TaskState::Blocked;
+        assert_eq!(grant_periods(&topo, &s, ms30), 1);
     }
 
     #[test]
