@@ -193,6 +193,8 @@ mod ranged {
     ranged!(opt llc_kb_opt, u32, check_u32, "llc_kb", 1, MAX_KB, "KiB");
     ranged!(opt llc_gbps_opt, f64, check_f64, "llc_refill_gbps", GBPS.0, GBPS.1, "GB/s");
     ranged!(opt dram_gbps_opt, f64, check_f64, "dram_refill_gbps", GBPS.0, GBPS.1, "GB/s");
+    ranged!(one bus_gbps, f64, check_f64, "memory_bus.gbps", GBPS.0, GBPS.1, "GB/s");
+    ranged!(opt core_gbps_opt, f64, check_f64, "memory_bus.core_gbps", GBPS.0, GBPS.1, "GB/s");
     ranged!(one vcpus, u32, check_u32, "vcpus", 1, MAX_VCPUS, "vCPUs of one domain, KVM_MAX_VCPUS");
     ranged!(opt weight_opt, u32, check_u32, "weight", WEIGHT.0, WEIGHT.1, "credit weight");
     ranged!(opt cap_opt, u32, check_u32, "cap", 0, MAX_CAP, "% of one CPU, 0 = none");
@@ -365,6 +367,30 @@ pub struct MachineSpec {
     /// Real-time tasks pinned to CPUs (`[[machine.rt_load]]`): RT pressure.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rt_load: Vec<RtLoadSpec>,
+    /// The memory bus all CPUs share (`[machine.memory_bus]`); absent: memory
+    /// never bounds co-running tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bus: Option<MemoryBusSpec>,
+}
+
+/// The shared memory bus (`topology::MemoryBus`): its bandwidth and what one
+/// core stalled on memory draws from it.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryBusSpec {
+    /// Bandwidth of the bus, GB/s.
+    #[serde(deserialize_with = "ranged::bus_gbps")]
+    pub gbps: f64,
+    /// What one core stalled on memory draws, GB/s. Default: `gbps` (one core can fill the bus).
+    #[serde(default, deserialize_with = "ranged::core_gbps_opt", skip_serializing_if = "Option::is_none")]
+    pub core_gbps: Option<f64>,
+}
+
+impl MemoryBusSpec {
+    /// The topology's bus.
+    pub fn build(&self) -> crate::topology::MemoryBus {
+        crate::topology::MemoryBus { gbps: self.gbps, core_gbps: self.core_gbps.unwrap_or(self.gbps) }
+    }
 }
 
 /// A periodic SCHED_FIFO task pinned to one CPU, e.g. the duty-cycle hog

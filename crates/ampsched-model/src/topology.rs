@@ -126,6 +126,24 @@ impl CacheSpec {
     }
 }
 
+/// The memory bus all CPUs share (a front-side bus SMP): the machine-level
+/// memory bandwidth that co-running memory-bound tasks divide among
+/// themselves. Absent (`Topology::memory_bus` = `None`), a task's memory-bound
+/// share takes the same time whatever the other CPUs do. The engine's rule
+/// (`crates/ampsched-sim/src/engine/bus.rs`): a running task uses the bus the
+/// share `core_gbps / gbps × m / t` of the time (`m` its memory-bound share,
+/// `t` its CPU ns per ns of work), and when the co-runners' shares add up to
+/// more than the whole bus, it is divided max-min fairly (round-robin
+/// arbitration) and the memory-bound share of every task held to less than it
+/// asks for slows until its use fits.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemoryBus {
+    /// Bandwidth of the shared bus, bytes per ns (= GB/s).
+    pub gbps: f64,
+    /// What one core draws while it stalls on memory, bytes per ns (= GB/s).
+    pub core_gbps: f64,
+}
+
 /// A periodic real-time (SCHED_FIFO) task pinned to one CPU, such as the
 /// `ampsched-hog` duty-cycle hog: runnable for `spin` at the start of every
 /// `period`, shifted by `phase`. It is part of the machine, not of the
@@ -196,6 +214,10 @@ pub struct Topology {
     /// Real-time tasks pinned to CPUs (RT pressure), in declaration order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rt_loads: Vec<RtLoad>,
+    /// The memory bus all CPUs share, when its bandwidth bounds co-running
+    /// memory-bound tasks (`None`: it never does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bus: Option<MemoryBus>,
 }
 
 impl Topology {
@@ -217,7 +239,18 @@ impl Topology {
             mem_domains[c.mem_domain as usize].insert(c.id);
             numa_nodes[c.numa as usize].insert(c.id);
         }
-        Topology { classes, cpus, cache, fast_class, fast_cpus, all, mem_domains, numa_nodes, rt_loads: Vec::new() }
+        Topology {
+            classes,
+            cpus,
+            cache,
+            fast_class,
+            fast_cpus,
+            all,
+            mem_domains,
+            numa_nodes,
+            rt_loads: Vec::new(),
+            memory_bus: None,
+        }
     }
 
     /// A simple machine: `n_fast` CPUs of speed `fast` then `n_slow` of speed `slow`,

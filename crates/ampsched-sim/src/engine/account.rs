@@ -10,7 +10,7 @@
 //! or placer bridges, the interpreter, or statistics output.
 
 use super::clock::{Ev, Key};
-use super::task::{Act, Plan, St};
+use super::task::{Act, Plan, St, NO_SPEED};
 use super::{Sim, Stop};
 use ampsched_model::{CpuId, Nanos, TaskId};
 use std::cmp::Reverse;
@@ -41,6 +41,7 @@ impl Sim {
             (_, St::Blocked | St::Done) => tk.woke_at = None,
             _ => {}
         }
+        let leaves_bus = tk.on_bus && !matches!(st, St::Running(_));
         let was_active = matches!(tk.st, St::Runnable | St::Running(_));
         let is_active = matches!(st, St::Runnable | St::Running(_));
         tk.st = st;
@@ -49,6 +50,52 @@ impl Sim {
         }
         if was_active != is_active {
             self.series.active_changed(tk.domain.idx(), is_active, now);
+        }
+        if leaves_bus {
+            self.bus_change(t, None);
+        }
+    }
+
+    /// Task `t` starts (`Some((speed, mem))`) or stops (`None`) computing on a
+    /// machine with a shared memory bus (`engine::bus`): the bus is divided
+    /// anew, and every other member whose cost changes is settled at its old
+    /// cost and re-planned at the new one (`t` itself is planned by the
+    /// caller, or leaves). A change that moves nobody's cost touches nothing.
+    fn bus_change(&mut self, t: TaskId, join: Option<(f64, f64)>) {
+        let Some(mut bus) = self.bus.take() else { return };
+        match join {
+            Some((speed, mem)) => bus.join(t, speed, mem),
+            None => {
+                bus.leave(t);
+                let tk = &mut self.tasks[t.idx()];
+                tk.on_bus = false;
+                tk.cost_speed = NO_SPEED;
+            }
+        }
+        bus.divide();
+        let mut changed = std::mem::take(&mut bus.changed);
+        for m in &bus.members {
+            let tk = &self.tasks[m.task.idx()];
+            if m.task == t {
+                let tk = &mut self.tasks[t.idx()];
+                (tk.on_bus, tk.cost_speed, tk.cost) = (true, m.speed.to_bits(), m.cost);
+            } else if tk.cost != m.cost {
+                changed.push(m.task);
+            }
+        }
+        for &o in &changed {
+            // Its progress so far at the old cost, then its plan at the new one.
+            self.settle(o);
+            let m = bus.members.iter().find(|m| m.task == o).expect("a member");
+            self.tasks[o.idx()].cost = m.cost;
+        }
+        self.bus = Some(bus);
+        for &o in &changed {
+            self.replan(o);
+        }
+        changed.clear();
+        if let Some(b) = self.bus.as_mut() {
+            b.changed = changed;
         }
     }
 
@@ -62,6 +109,16 @@ impl Sim {
     /// left of a compute (false when it completes now and the caller zeroes
     /// it: the division that yields it is skipped, the refill still paid).
     pub(super) fn settle_with(&mut self, t: TaskId, work: bool) {
+        self.settle_progress(t, work);
+        // A compute completing now stops using the memory bus.
+        if !work && self.tasks[t.idx()].on_bus {
+            self.bus_change(t, None);
+        }
+    }
+
+    /// `settle_with`'s accounting of the progress itself.
+    #[inline]
+    fn settle_progress(&mut self, t: TaskId, work: bool) {
         let now = self.now;
         let tk = &mut self.tasks[t.idx()];
         let St::Running(c) = tk.st else { return };
@@ -123,6 +180,13 @@ impl Sim {
     pub(super) fn replan(&mut self, t: TaskId) {
         let tk = &mut self.tasks[t.idx()];
         let St::Running(c) = tk.st else { return };
+        if self.bus.is_some() && tk.act == Act::Compute && !tk.on_bus && tk.mem > 0.0 {
+            // It starts computing on a machine whose memory bus it shares.
+            let speed = self.cpus[c.idx()].speed;
+            let mem = tk.mem;
+            self.bus_change(t, Some((speed, mem)));
+        }
+        let tk = &mut self.tasks[t.idx()];
         tk.gen = tk.gen.wrapping_add(1);
         let cpu = &self.cpus[c.idx()];
         let at = match tk.act {

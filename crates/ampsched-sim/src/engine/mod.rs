@@ -58,6 +58,7 @@
 //! - bottom rooms, which know nothing of `Sim`: `config` (what a run is
 //!   configured with), `clock` (the event queue and same-instant FIFO),
 //!   `random` (seeded sampling), `fixed` (fixed-point amounts), `task` (task state and work accounting),
+//!   `bus` (the shared memory bus: what co-running tasks' memory traffic costs each),
 //!   `gate` (the state of the agent's body around the placer),
 //!   `cpu` (CPU time accounting), `sync` (sync objects), `series`
 //!   (statistics accumulators);
@@ -74,6 +75,7 @@
 //! bench or anything in `ampsched-lab`.
 
 mod account;
+mod bus;
 mod clock;
 mod config;
 mod cpu;
@@ -162,6 +164,8 @@ pub struct Sim {
     trace: Option<Box<TraceRecorder>>,
     /// Progress watcher, called with (now, end) every `PROGRESS_EVERY` events.
     progress: Option<Box<dyn FnMut(Nanos, Nanos) + Send>>,
+    /// The shared memory bus and the tasks computing over it (`Topology::memory_bus`; `None`: not modelled).
+    bus: Option<Box<bus::Bus>>,
 }
 
 /// Events between two calls of a progress watcher (a power of two: a mask test per event).
@@ -209,6 +213,7 @@ impl Sim {
         let idle_fast = cpus.iter().filter(|c| c.fast).count() as u32;
         // The tasks a run that ends when all are done waits for: not idle, not background.
         let live = tasks.iter().filter(|t| !t.idle_vcpu && !t.background).count();
+        let topo_bus = topo.memory_bus.as_ref().map(|b| Box::new(bus::Bus::new(b)));
         let ids = tasks.len().max(topo.ncpus()).max(cfg.events.len());
         assert!(ids < 1 << clock::ID_BITS, "{ids} tasks, CPUs or domain changes: at most 2^{} fit", clock::ID_BITS);
         Sim {
@@ -249,6 +254,7 @@ impl Sim {
             truncated: false,
             trace: None,
             progress: None,
+            bus: topo_bus,
         }
     }
 

@@ -200,6 +200,9 @@ pub(super) struct Task {
     pub(super) background: bool,
     pub(super) period_active: bool,
     pub(super) pf_static_done: bool,
+    /// Computing with a memory-bound share on a machine with a shared memory
+    /// bus: among `Bus::members`, its cost set by the bus (`Sim::bus_change`).
+    pub(super) on_bus: bool,
     // Then what a few events touch.
     /// `CacheSpec::refill_cost` of `ws_kb` and `overlap` within (`[0]`) and
     /// across (`[1]`) memory domains, as amounts, once computed (`NO_REFILL`:
@@ -269,6 +272,7 @@ impl Task {
             slack: Slack::default(),
             period_run: vec![0; nclass],
             period_active: false,
+            on_bus: false,
         }
     }
 
