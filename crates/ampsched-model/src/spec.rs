@@ -371,6 +371,10 @@ pub struct MachineSpec {
     /// never bounds co-running tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bus: Option<MemoryBusSpec>,
+    /// The slower classes are the fastest class's cores under on-demand clock
+    /// modulation (`topology::Topology::clock_modulation`). Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_modulation: Option<bool>,
 }
 
 /// The shared memory bus (`topology::MemoryBus`): its bandwidth and what one

@@ -218,6 +218,13 @@ pub struct Topology {
     /// memory-bound tasks (`None`: it never does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bus: Option<MemoryBus>,
+    /// The slower classes are the fastest class's cores slowed by on-demand
+    /// clock modulation (a duty cycle: the clock stops for the rest of each
+    /// period), so everything they do slows by their speed ratio, memory
+    /// stalls included; `false`: they are lower-clocked cores, whose
+    /// memory-bound share takes the same time as on a fast one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub clock_modulation: bool,
 }
 
 impl Topology {
@@ -250,6 +257,7 @@ impl Topology {
             numa_nodes,
             rt_loads: Vec::new(),
             memory_bus: None,
+            clock_modulation: false,
         }
     }
 

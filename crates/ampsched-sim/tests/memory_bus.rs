@@ -72,3 +72,33 @@ fn a_bad_bus_is_refused_with_its_field_named() {
     let e = Scenario::parse(&text, "memory_bus.rs", "bus", &Library::builtin()).unwrap_err().to_string();
     assert!(e.contains("lanes"), "{e}");
 }
+
+#[test]
+fn a_clock_modulated_core_slows_its_memory_stalls_and_asks_the_bus_less() {
+    // One task of 1 s of work, half memory-bound, alone on a 1/8-speed core.
+    let one = |machine: &str| {
+        let text = format!(
+            r#"
+seed = 1
+[machine]
+classes = [{{ name = "fast", speed = 1.0 }}, {{ name = "slow", speed = 0.125 }}]
+cpus = [{{ class = "fast", count = 1 }}, {{ class = "slow", count = 1 }}]
+{machine}
+[[domain]]
+name = "t"
+vcpus = 1
+affinity = "1"
+workload = {{ model = "cpu-bound", work_s = 1.0, mem = 0.5, ws_kb = 0 }}
+"#
+        );
+        completions(&run(&text))[0]
+    };
+    // A 1/8-clocked core: the memory-bound half takes its time at any clock,
+    // 0.5 · 8 + 0.5 = 4.5 s.
+    assert_eq!(one(""), 4_500_000_000);
+    // The fast core's clock modulated to a 1/8 duty cycle: the stopped clock
+    // issues no memory requests either, (0.5 + 0.5) · 8 = 8 s. On a bus it asks
+    // 0.5 / 8 = 1/16 of it: alone, never held.
+    assert_eq!(one("clock_modulation = true"), 8_000_000_000);
+    assert_eq!(one("clock_modulation = true\nmemory_bus = { gbps = 3.2 }"), 8_000_000_000);
+}

@@ -56,15 +56,15 @@ impl Sim {
         }
     }
 
-    /// Task `t` starts (`Some((speed, mem))`) or stops (`None`) computing on a
+    /// Task `t` starts (`Some((speed, mem, cost alone))`) or stops (`None`) computing on a
     /// machine with a shared memory bus (`engine::bus`): the bus is divided
     /// anew, and every other member whose cost changes is settled at its old
     /// cost and re-planned at the new one (`t` itself is planned by the
     /// caller, or leaves). A change that moves nobody's cost touches nothing.
-    fn bus_change(&mut self, t: TaskId, join: Option<(f64, f64)>) {
+    fn bus_change(&mut self, t: TaskId, join: Option<(f64, f64, u64)>) {
         let Some(mut bus) = self.bus.take() else { return };
         match join {
-            Some((speed, mem)) => bus.join(t, speed, mem),
+            Some((speed, mem, alone)) => bus.join(t, speed, mem, alone),
             None => {
                 bus.leave(t);
                 let tk = &mut self.tasks[t.idx()];
@@ -135,7 +135,7 @@ impl Sim {
         self.series.add_run(tk.domain.idx(), cpu.class, dt);
         match tk.act {
             Act::Compute if work => {
-                let cost = tk.cost_on(cpu.speed);
+                let cost = tk.cost_on(cpu.speed, &self.topo);
                 tk.advance_compute(dt, cost, cpu.avail)
             }
             Act::Compute => {
@@ -183,15 +183,15 @@ impl Sim {
         if self.bus.is_some() && tk.act == Act::Compute && !tk.on_bus && tk.mem > 0.0 {
             // It starts computing on a machine whose memory bus it shares.
             let speed = self.cpus[c.idx()].speed;
-            let mem = tk.mem;
-            self.bus_change(t, Some((speed, mem)));
+            let (mem, alone) = (tk.mem, tk.cost_on(speed, &self.topo));
+            self.bus_change(t, Some((speed, mem, alone)));
         }
         let tk = &mut self.tasks[t.idx()];
         tk.gen = tk.gen.wrapping_add(1);
         let cpu = &self.cpus[c.idx()];
         let at = match tk.act {
             Act::Compute => {
-                let cost = tk.cost_on(cpu.speed);
+                let cost = tk.cost_on(cpu.speed, &self.topo);
                 self.now + tk.compute_wall(cost, cpu.avail)
             }
             Act::Spin { limit: Some(l), .. } => self.now + l.saturating_sub(tk.spin_used),

@@ -17,7 +17,8 @@
 //! The rule, per instant (it changes only when a task starts or stops
 //! computing on a CPU):
 //! - A computing task with memory-bound share `m` on a CPU of speed `v`
-//!   takes `c = (1 − m)/v + m` CPU ns per ns of work alone (`fixed::cost`);
+//!   takes `c = (1 − m)/v + m` CPU ns per ns of work alone (`fixed::cost`;
+//!   `(1 − m + m·v_fast)/v` on a clock-modulated core, `fixed::cost_modulated`);
 //!   of that, `m` is spent waiting on memory, during which its core draws
 //!   `core_gbps` from the bus. So it asks the bus for the share
 //!   `d = r·m / c` of the bus's time, `r = core_gbps / gbps`: its *demand*
@@ -49,7 +50,7 @@
 //! May import: `engine::fixed` and the model. Must never import `Sim` or any
 //! room that extends it: the engine settles the tasks and re-plans them.
 
-use super::fixed::{cost, ONE};
+use super::fixed::ONE;
 use ampsched_model::{MemoryBus, TaskId};
 
 /// One task computing on a CPU, with what it asks of the bus.
@@ -63,6 +64,8 @@ pub(super) struct Member {
     mem: f64,
     /// Share of the bus's time it asks for, `r·m / c`.
     demand: f64,
+    /// CPU ns per ns of work with the bus to itself, `c` (`fixed` cost).
+    alone: u64,
     /// CPU ns per ns of work now (`fixed` cost): alone, or held to the level.
     pub(super) cost: u64,
 }
@@ -85,12 +88,13 @@ impl Bus {
         Bus { ratio: b.core_gbps / b.gbps, members: Vec::new(), sorted: Vec::new(), changed: Vec::new() }
     }
 
-    /// Task `t` starts computing on a CPU of `speed` with memory-bound share `mem` (> 0).
-    pub(super) fn join(&mut self, t: TaskId, speed: f64, mem: f64) {
+    /// Task `t` starts computing on a CPU of `speed` with memory-bound share
+    /// `mem` (> 0) at `alone` CPU ns per ns of work when it has the bus to itself
+    /// (`fixed::cost`, or `fixed::cost_modulated` on a clock-modulated core).
+    pub(super) fn join(&mut self, t: TaskId, speed: f64, mem: f64, alone: u64) {
         debug_assert!(self.members.iter().all(|m| m.task != t), "{t} joins the bus twice");
-        let alone = cost(speed, mem);
-        let c = (1.0 - mem) / speed + mem;
-        self.members.push(Member { task: t, speed, mem, demand: self.ratio * mem / c, cost: alone });
+        let c = alone as f64 / ONE as f64;
+        self.members.push(Member { task: t, speed, mem, demand: self.ratio * mem / c, alone, cost: alone });
     }
 
     /// Task `t` stops computing (if it was on the bus).
@@ -107,7 +111,7 @@ impl Bus {
         self.sorted.extend(self.members.iter().map(|m| m.demand));
         let level = fair_level(&mut self.sorted);
         for m in &mut self.members {
-            m.cost = if m.demand > level { held_cost(self.ratio, m.mem, level) } else { cost(m.speed, m.mem) };
+            m.cost = if m.demand > level { held_cost(self.ratio, m.mem, level) } else { m.alone };
         }
         level
     }
@@ -144,6 +148,7 @@ pub(super) fn held_cost(ratio: f64, mem: f64, level: f64) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixed::cost;
     use super::*;
 
     fn bus(gbps: f64, core_gbps: f64) -> Bus {
@@ -161,7 +166,7 @@ mod tests {
         // 4 × 1/2 = 2 ns of work per ns in all.
         let mut b = bus(3.2, 3.2);
         for t in 0..4 {
-            b.join(TaskId(t), 1.0, 0.5);
+            b.join(TaskId(t), 1.0, 0.5, cost(1.0, 0.5));
         }
         assert_eq!(b.divide(), 0.25);
         assert!(b.members.iter().all(|m| m.cost == 2 * ONE));
@@ -174,10 +179,10 @@ mod tests {
         // cores and two 1/8-speed ones do what four fast cores do (compute
         // power 2.25 against 4 would say +78 %).
         let mut b = bus(3.2, 3.2);
-        b.join(TaskId(0), 1.0, 0.5);
-        b.join(TaskId(1), 1.0, 0.5);
-        b.join(TaskId(2), 0.125, 0.5);
-        b.join(TaskId(3), 0.125, 0.5);
+        b.join(TaskId(0), 1.0, 0.5, cost(1.0, 0.5));
+        b.join(TaskId(1), 1.0, 0.5, cost(1.0, 0.5));
+        b.join(TaskId(2), 0.125, 0.5, cost(0.125, 0.5));
+        b.join(TaskId(3), 0.125, 0.5, cost(0.125, 0.5));
         let l = b.divide();
         assert!((l - 7.0 / 18.0).abs() < 1e-15, "{l}");
         let per_ns: f64 = b.members.iter().map(|m| ONE as f64 / m.cost as f64).sum();
@@ -190,14 +195,14 @@ mod tests {
         // 4/4.5 = 0.89 ns of work per ns (so 4f-0s is 2.25× as fast, not 8×).
         let mut b = bus(3.2, 3.2);
         for t in 0..4 {
-            b.join(TaskId(t), 0.125, 0.5);
+            b.join(TaskId(t), 0.125, 0.5, cost(0.125, 0.5));
         }
         assert_eq!(b.divide(), f64::INFINITY);
         assert!(b.members.iter().all(|m| m.cost == 9 * ONE / 2));
         // A fast task leaves: 2f-2s/8 less one fast = 1/2 + 2/9 = 13/18 ≤ 1, nobody held.
         let mut b = bus(3.2, 3.2);
         for (t, v) in [(0, 1.0), (1, 1.0), (2, 0.125), (3, 0.125)] {
-            b.join(TaskId(t), v, 0.5);
+            b.join(TaskId(t), v, 0.5, cost(v, 0.5));
         }
         b.leave(TaskId(1));
         assert_eq!(b.divide(), f64::INFINITY);
@@ -210,11 +215,11 @@ mod tests {
         // r = 1.6 / 3.2 = 1/2: a fully fast m = 0.5 task asks 1/4; four fit exactly.
         let mut b = bus(3.2, 1.6);
         for t in 0..4 {
-            b.join(TaskId(t), 1.0, 0.5);
+            b.join(TaskId(t), 1.0, 0.5, cost(1.0, 0.5));
         }
         assert_eq!(b.divide(), f64::INFINITY);
         // A fifth: 5/4 > 1, L = 1/5, cost = (1/2)(1/2) / (1/5) = 1.25.
-        b.join(TaskId(4), 1.0, 0.5);
+        b.join(TaskId(4), 1.0, 0.5, cost(1.0, 0.5));
         assert_eq!(b.divide(), 0.2);
         assert!(b.members.iter().all(|m| m.cost == 5 * ONE / 4));
     }

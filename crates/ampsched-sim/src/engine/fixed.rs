@@ -42,6 +42,18 @@ pub(super) fn cost(speed: f64, mem: f64) -> u64 {
     (((1.0 - mem) / speed + mem) * ONE as f64).round() as u64
 }
 
+/// CPU ns per ns of work of a program with memory-bound share `mem` on a core
+/// of speed `full` whose clock is modulated down to `speed` (the duty cycle
+/// `speed / full`): the stopped clock stops the memory requests too, so the
+/// whole of `cost(full, mem)` stretches by `full / speed` (rounded to nearest).
+/// Intel's on-demand clock modulation (IA32_CLOCK_MODULATION, duty cycle in
+/// 12.5 % steps on the NetBurst processors): Intel SDM vol. 3, "Software
+/// Controlled Clock Modulation".
+#[inline]
+pub(super) fn cost_modulated(full: f64, speed: f64, mem: f64) -> u64 {
+    (((1.0 - mem) / full + mem) * (full / speed) * ONE as f64).round() as u64
+}
+
 /// Work done in `cpu` (an amount of CPU time) at `cost`, rounded down.
 #[inline]
 pub(super) fn work_in(cpu: u128, cost: u64) -> u128 {
@@ -126,6 +138,19 @@ mod tests {
                 assert_eq!(work_in(cpu, k), (cpu << SHIFT) / k as u128, "{cpu} at {k}");
                 assert_eq!(div_ceil(cpu, k), cpu.div_ceil(k as u128), "{cpu} / {k}");
             }
+        }
+    }
+
+    #[test]
+    fn a_modulated_core_slows_its_memory_stalls_too() {
+        // A half memory-bound program on a speed-1 core modulated to 1/8:
+        // (0.5/1 + 0.5) · 8 = 8 CPU ns per ns of work; a 1/8-clocked core
+        // would take 0.5 · 8 + 0.5 = 4.5.
+        assert_eq!(cost_modulated(1.0, 0.125, 0.5), 8 * ONE);
+        assert_eq!(cost(0.125, 0.5), 9 * ONE / 2);
+        // Unmodulated (duty 1): the plain cost, to the bit.
+        for m in [0.0, 0.05, 0.67, 0.999] {
+            assert_eq!(cost_modulated(2.0, 2.0, m), cost(2.0, m));
         }
     }
 

@@ -20,9 +20,10 @@
 
 use super::clock::Key;
 use super::config::TaskInit;
-use super::fixed::{amount, cost, cpu_for, div_ceil, work_in, ONE};
+use super::fixed::{amount, cost, cost_modulated, cpu_for, div_ceil, work_in, ONE};
 use crate::latency::LatencyHist;
 use ampsched_model::topology::CacheSpec;
+use ampsched_model::Topology;
 use ampsched_model::{CpuId, DomainId, Nanos, Op, Program};
 use std::sync::Arc;
 
@@ -289,12 +290,18 @@ impl Task {
     }
 
     /// CPU ns per ns of work (`fixed::cost`) of the current segment on a CPU of
-    /// `speed`, cached for the last speed.
+    /// `speed` of `topo`, cached for the last speed: on a machine whose slower
+    /// cores are clock-modulated fast ones, `fixed::cost_modulated`. (A task on
+    /// the memory bus has its cost set by the bus: `Sim::bus_change`.)
     #[inline]
-    pub(super) fn cost_on(&mut self, speed: f64) -> u64 {
+    pub(super) fn cost_on(&mut self, speed: f64, topo: &Topology) -> u64 {
         if self.cost_speed != speed.to_bits() {
             self.cost_speed = speed.to_bits();
-            self.cost = cost(speed, self.mem);
+            self.cost = if topo.clock_modulation {
+                cost_modulated(topo.classes[topo.fast_class].speed, speed, self.mem)
+            } else {
+                cost(speed, self.mem)
+            };
         }
         self.cost
     }

@@ -422,6 +422,7 @@ fn build_topology(spec: &ScenarioSpec) -> Result<Topology, ModelError> {
     let mut topo = Topology::new(classes, cpus, cache);
     topo.rt_loads = ampsched_model::spec::RtLoadSpec::build_all(&m.rt_load, n)?;
     topo.memory_bus = m.memory_bus.as_ref().map(|b| b.build());
+    topo.clock_modulation = m.clock_modulation.unwrap_or(false);
     Ok(topo)
 }
 
