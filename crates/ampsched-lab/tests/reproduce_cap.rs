@@ -94,9 +94,14 @@ fn fast_first_speeds_up_static_loops_and_the_study_plots_runs_against_compute_po
     assert!(
         get("loops-static:2f-2s/8", "fast-first", "throughput") > get("loops-static:2f-2s/8", "fair", "throughput")
     );
-    // 4f-0s: 8× the power of 0f-4s/8, speedup ≈ 8× (within 10 %).
+    // 4f-0s: 8× the power of 0f-4s/8, but the loops are memory-bound (swim, m = 0.67) and the
+    // four CPUs share one memory bus (docs/design/asymmetry-study.md). 0f-4s/8: each thread's
+    // 100 ms share at a 1/8 duty cycle costs (0.33 + 0.67) · 8 = 8 → 800 ms per loop, asking the
+    // bus 4 × 0.67 / 8 = 0.335 of its time (not full). 4f-0s: four threads ask 4 × 0.67 = 2.68,
+    // the bus holds each to 1/4: cost 0.67 / (1/4) = 2.68 → 268 ms per loop. Speedup 800 / 268
+    // = 2.985×: the bus, not the cores, bounds the fast machine.
     let x = get("loops-static:4f-0s", "fair", "speedup_x");
-    assert!((x - 8.0).abs() < 0.8, "{x}");
+    assert!((x - 2.985).abs() < 0.1, "{x}");
     assert_eq!(rep.figures().count(), 1);
 }
 
@@ -110,12 +115,14 @@ fn server_throughput_follows_the_arrival_rate_until_the_machine_saturates() {
     // X = N / (Z + R) = 12 / 0.110 s ≈ 109 req/s; at most 12 / 0.1 s = 120 (R ≥ 0). ±10 %: [98, 120].
     let fast = get("server-light:4f-0s", "throughput");
     assert!((98.0..=120.0).contains(&fast), "4f-0s: {fast} req/s");
-    // 0f-4s/8: a request takes 10 ms × (0.9 / 0.125 + 0.1) = 73 ms, 4 CPUs serve 4 / 73 ms = 54.8 req/s.
-    // The loop saturates the CPUs beyond N* = 4 × (Z + S) / S = 4 × 173 / 73 ≈ 9.5 clients < 12, so
-    // throughput is within [50, 54.8] (the CPUs idle only while too few clients are awake).
+    // 0f-4s/8: the study's slow cores are clock-modulated fast ones (a 1/8 duty cycle slows the
+    // memory stalls too), so a request takes 10 ms × (0.9 + 0.1) × 8 = 80 ms and 4 CPUs serve
+    // 4 / 80 ms = 50 req/s. The loop saturates the CPUs beyond N* = 4 × (Z + S) / S = 4 × 180 / 80
+    // = 9 clients < 12, so throughput is within [45, 50] (the CPUs idle only while too few clients
+    // are awake).
     let slow = get("server-light:0f-4s/8", "throughput");
-    assert!((50.0..=54.8).contains(&slow), "0f-4s/8: {slow} req/s");
-    // Scalability in throughput: 4f-0s has 8× the compute power but only ≈ 109 / 54.8 ≈ 2.0× the
+    assert!((45.0..=50.0).contains(&slow), "0f-4s/8: {slow} req/s");
+    // Scalability in throughput: 4f-0s has 8× the compute power but only ≈ 109 / 50 ≈ 2.2× the
     // throughput under light load (the clients, not the machine, bound it).
     let x = get("server-light:4f-0s", "speedup_x");
     assert!((1.9..=2.5).contains(&x), "{x}");
