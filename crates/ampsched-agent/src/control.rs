@@ -677,6 +677,13 @@ mod tests {
     fn failing_agent(err: ActError, dir: &Path) -> (Agent, Busy, Calls) {
         let children =
             Busy((0..2).map(|_| Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap()).collect());
+        // The loops inherit the test's nice (19 under a niced `cargo test`); on a loaded machine
+        // they then get too little CPU to count as contending (`cooperate::heavy`) and no mask is
+        // ever asked. Back to nice 0 where allowed (root: CAP_SYS_NICE); otherwise as inherited.
+        for c in children.iter() {
+            // SAFETY: setpriority on a child process this test spawned and still owns.
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, c.id() as libc::id_t, 0) };
+        }
         let ov = crate::Overrides { fast: Some(CpuSet::parse_list("0").unwrap()), ..Default::default() };
         let discovered = crate::discover(Path::new("/"), &ov).unwrap();
         let targets = children
@@ -756,9 +763,14 @@ mod tests {
         // asked, fail, are counted, and are taken as applied: a thread is never asked the same
         // mask twice in a row, and both stay managed.
         let (mut a, children, calls) = failing_agent(ActError::Denied, d.path());
-        for _ in 0..6 {
+        // Six periods at least, and on until the threads have contended (a loaded machine may
+        // starve them for a while; bounded at 200 periods, about 6 s).
+        for i in 0..200 {
             a.step().unwrap();
             std::thread::sleep(Duration::from_millis(30));
+            if i >= 5 && !calls.borrow().is_empty() {
+                break;
+            }
         }
         let calls_v = calls.borrow().clone();
         assert!(!calls_v.is_empty(), "contended: the placer's masks were asked");
@@ -780,7 +792,7 @@ mod tests {
         // The first period is each thread's baseline (light: `cooperate::heavy`); from the
         // second the two busy threads contend.
         let (mut a, children, calls) = failing_agent(ActError::Vanished, d.path());
-        for _ in 0..10 {
+        for _ in 0..200 {
             a.step().unwrap();
             if !calls.borrow().is_empty() {
                 break;
