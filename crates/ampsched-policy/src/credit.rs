@@ -740,7 +740,8 @@ impl Credit {
 
     /// Xen `_csched_cpu_pick` without SMT: keep `t`'s pCPU unless it is busy
     /// and an idle one exists in its memory domain, or another memory domain
-    /// has more than twice as many idle pCPUs.
+    /// has more than twice as many idle pCPUs. **xen40**: `t`'s pCPU always
+    /// counts as idle, and another memory domain wins with more idle pCPUs.
     pub fn cpu_pick(&self, v: &SysView, t: TaskId) -> CpuId {
         let topo = v.topo;
         let aff = v.tasks[t.idx()].affinity;
@@ -749,8 +750,14 @@ impl Credit {
         if self.idlers.is_empty() {
             return cpu;
         }
-        // `here` counts as idle when only t would run there (Xen `is_runq_idle`).
-        let bonus = cpu == here && self.runq[here.idx()].is_empty() && !self.idlers.contains(here);
+        // `here` counts as idle when only t would run there (Xen `is_runq_idle`). Xen 4.0
+        // counts it idle whatever waits there (`cpu_set(cpu, idlers)` before the scan), so
+        // within one memory domain (equal idle siblings, no SMT) a vCPU never moves, and a
+        // domain is left for another with strictly more idlers (`weight_cpu < weight_nxt`;
+        // the "twice as many" factor came later).
+        let xen40 = self.p.profile == Profile::Xen40;
+        let bonus = cpu == here && (xen40 || self.runq[here.idx()].is_empty()) && !self.idlers.contains(here);
+        let factor = if xen40 { 1 } else { 2 };
         let idle_in = |m: usize, c: CpuId| {
             self.idle_per_md[m] + (bonus && self.md_of[here.idx()] as usize == m && c == here) as u32
         };
@@ -776,7 +783,7 @@ impl Credit {
         for k in 1..nmd {
             let m = (start + k) % nmd;
             let other = self.idle_per_md[m];
-            if other == 0 || idle_in(md(cpu), cpu) * 2 >= other {
+            if other == 0 || idle_in(md(cpu), cpu) * factor >= other {
                 continue;
             }
             if let Some(c) = next_idle_in(m, cpu) {
@@ -1635,6 +1642,47 @@ mod tests {
         assert_eq!((c.cpu_of(g), fx.resched.clone()), (CpuId(0), vec![CpuId(0)]));
         // A wake-up that finds its own pCPU idle never moves: only a collision re-places it.
         assert_eq!(c.stats().steals, 1);
+    }
+
+    #[test]
+    fn xen40_tick_pick_counts_its_own_pcpu_idle_and_leaves_a_domain_for_strictly_more_idlers() {
+        // `_csched_cpu_pick` on 4 CPUs in two memory domains {0, 1} and {2, 3}; vCPU A runs on
+        // CPU 0. Xen 4.0: `cpu_set(cpu, idlers)` (A's own pCPU is idle for the scan whatever
+        // waits there), then another domain wins on `weight_cpu < weight_nxt`. Current Xen: the
+        // own pCPU is idle only if its runqueue is empty (`is_runq_idle`), and another domain
+        // needs twice the idlers.
+        let setup = |profile: Profile, queued_b: bool, busy_1: bool| {
+            let mut w = world(4, &[(256, 0, 1), (256, 0, 1), (256, 0, 1)]);
+            w.topo = Topology::fast_slow(0, 2.0, 4, 1.0, 2);
+            let mut c = Credit::new("c", CreditParams::defaults(profile), &w.topo);
+            c.init(&w.view(Nanos::ZERO));
+            let (a, b, x) = (TaskId(0), TaskId(1), TaskId(2));
+            for (t, cpu) in [(a, 0), (b, 0), (x, 1)] {
+                c.place(t, CpuId(cpu));
+            }
+            for (t, cpu, on) in [(a, 0, true), (x, 1, busy_1)] {
+                if on {
+                    c.wake(&w.view(Nanos::ZERO), t, &mut Effects::default());
+                    let p = c.pick_next(&w.view(Nanos::ZERO), CpuId(cpu), None, false, &mut Effects::default());
+                    assert_eq!(p.task, Some(t));
+                    w.curr[cpu as usize] = Some(t);
+                }
+            }
+            if queued_b {
+                c.wake(&w.view(Nanos::ZERO), b, &mut Effects::default());
+                assert_eq!(c.runq(CpuId(0)), &[b][..]);
+            }
+            c.cpu_pick(&w.view(Nanos::ZERO), a)
+        };
+        // (1) B waits on CPU 0, CPUs 1-3 idle. 4.0: idle siblings 1 (CPU 0, counted) = 1 (CPU 1),
+        // domains 2 = 2: A stays. Current: CPU 0 is busy, and B's wake-up tickled CPU 1 and took
+        // it off the idle mask, so domain {0, 1} has no idler and {2, 3} two: A moves to CPU 2.
+        assert_eq!(setup(Profile::Xen40, true, false), CpuId(0));
+        assert_eq!(setup(Profile::Current, true, false), CpuId(2));
+        // (2) A alone on CPU 0, CPU 1 busy, CPUs 2-3 idle. 4.0: domain {0, 1} has 1 idler
+        // (CPU 0, counted) < 2: A leaves for CPU 2. Current: 1 × 2 ≥ 2: A stays.
+        assert_eq!(setup(Profile::Xen40, false, true), CpuId(2));
+        assert_eq!(setup(Profile::Current, false, true), CpuId(0));
     }
 
     #[test]
