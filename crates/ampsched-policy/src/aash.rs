@@ -35,8 +35,10 @@
 //!   "borrows" the fast CPU: it stays there until a granted vCPU wants the
 //!   CPU back (then it is kicked to a slow CPU) or the next accounting. A
 //!   slow CPU never steals from a fast CPU while a fast CPU is idle.
-//! - Only active vCPUs take part: runnable now or ran in the last period, and
-//!   on credit's active list. AASH hands out fast credits where credit hands
+//! - Only active vCPUs take part: runnable now or ran in the last period hold
+//!   a place in the fast queue, and only those on credit's active list are
+//!   granted (the others are passed over and keep their place at the head:
+//!   `fastqueue.rs`, "Passed over, not skipped"). AASH hands out fast credits where credit hands
 //!   out credits, in the accounting (`csched_acct`), which walks the active
 //!   domains' active vCPUs; a vCPU joins that list only when a tick finds it
 //!   running (`csched_vcpu_acct`, "it's consuming a non-negligeable amount of
@@ -509,7 +511,8 @@ impl Aash {
                 id: TaskId(i as u32),
                 domain: v.tasks[i].domain,
                 vcpu: v.tasks[i].vcpu,
-                active: (self.runnable(TaskId(i as u32)) || self.ran[i]) && self.cr.is_active(TaskId(i as u32)),
+                active: self.runnable(TaskId(i as u32)) || self.ran[i],
+                eligible: self.cr.is_active(TaskId(i as u32)),
             })
             .collect();
         let doms: Vec<FqDomain> =

@@ -214,7 +214,13 @@ impl Placer for AashPlacer {
         let vcpus: Vec<FqVcpu> = snap
             .tasks
             .iter()
-            .map(|t| FqVcpu { id: t.id, domain: t.domain, vcpu: t.vcpu, active: t.active || t.runnable() })
+            .map(|t| FqVcpu {
+                id: t.id,
+                domain: t.domain,
+                vcpu: t.vcpu,
+                active: t.active || t.runnable(),
+                eligible: true,
+            })
             .collect();
         let g = if self.time_credits && self.keep_grant(topo, snap, &fast) {
             self.held_for += 1;

@@ -36,6 +36,18 @@
 //!   their queue; new tokens enter at the *end of the line* (just after the
 //!   head block about to be served, the position served last), in id order;
 //!   surviving tokens keep their relative order.
+//! - Passed over, not skipped: a token whose vCPU (or, for a domain's token,
+//!   every active vCPU of the domain) is active but not *eligible* this
+//!   period — for the `aash` dispatcher, off credit's active list, which
+//!   credit leaves and re-joins between accountings — is not served and not
+//!   counted as consumed, and goes back to the head of the line, so it is
+//!   served first once eligible again. This is the paper's distribution as
+//!   the repository's Xen patch does it (`aash_account`: "the first nfast
+//!   runnable vCPUs from the head get fast credits", the others keep their
+//!   place; `aash_rotate` moves only runnable vCPUs). Counting a passed-over
+//!   token as served cost a CPU-bound vCPU its turn each time credit parked
+//!   it, and up to 5.6 % of its equal fast share over 10 s (test
+//!   `a_member_passed_over_keeps_its_place_in_line`).
 //! - High priority: a domain is high when `coarse_priorities` and its class
 //!   is `High`, or `low_parallelism` and its active vCPU count is at or below
 //!   the threshold. `Normal` and `Low` both mean "not high" (the paper's two
@@ -121,8 +133,11 @@ pub struct FqVcpu {
     /// vCPU index within the domain.
     pub vcpu: u32,
     /// Takes part this period (the caller's rule; the `aash` dispatcher: runnable or ran in the last
-    /// period, and on credit's active list).
+    /// period): holds a place in line.
     pub active: bool,
+    /// May be granted this period (the `aash` dispatcher: on credit's active list); an active but
+    /// ineligible vCPU is passed over and keeps its place at the head of the line.
+    pub eligible: bool,
 }
 
 /// One domain as the fast queue sees it.
@@ -243,18 +258,21 @@ impl FastQueue {
 
         // 1-2. Consume from the head, high queue first.
         let mut granted: Vec<TaskId> = Vec::new();
-        let consumed_high = self.consume(true, n_fast, &dom_active, doms, &mut granted);
-        let consumed_normal =
-            if cfg.fair_sharing { self.consume(false, n_fast, &dom_active, doms, &mut granted) } else { 0 };
+        let (consumed_high, owed_high) = self.consume(true, n_fast, &dom_active, doms, &mut granted);
+        let (consumed_normal, owed_normal) = if cfg.fair_sharing {
+            self.consume(false, n_fast, &dom_active, doms, &mut granted)
+        } else {
+            (0, Vec::new())
+        };
         for t in &granted {
             self.last_grant[t.idx()] = self.period;
         }
-        // 3. Rotate: move as many tokens as were consumed from the tail to the head.
-        let (nh, nn) = (self.high.len(), self.normal.len());
-        self.high.rotate_right(consumed_high.min(nh));
-        self.normal.rotate_right(consumed_normal.min(nn));
+        // 3. Rotate: move as many tokens as were consumed from the tail to the head; the
+        // passed-over tokens go back to the very head, in their order.
+        rotate(&mut self.high, consumed_high, &owed_high);
+        rotate(&mut self.normal, consumed_normal, &owed_normal);
         debug_assert!(granted.len() <= n_fast);
-        debug_assert!(granted.iter().all(|t| vcpus.iter().any(|v| v.id == *t && v.active)));
+        debug_assert!(granted.iter().all(|t| vcpus.iter().any(|v| v.id == *t && v.active && v.eligible)));
 
         // Next-in-line order of every active vCPU: tokens in queue order, each
         // domain's vCPUs in its own preference order after its first token.
@@ -300,7 +318,8 @@ impl FastQueue {
         (self.is_aware_slow(v, doms), self.last_grant.get(v.id.idx()).copied().unwrap_or(0), v.vcpu)
     }
 
-    /// Consume tokens from the head of one queue until `n_fast` grants; returns how many were consumed.
+    /// Consume tokens from the head of one queue until `n_fast` grants; returns how many were
+    /// consumed and the tokens passed over (active, none of their vCPUs eligible: module doc).
     fn consume(
         &self,
         high: bool,
@@ -308,22 +327,34 @@ impl FastQueue {
         dom_active: &[Vec<FqVcpu>],
         doms: &[FqDomain],
         granted: &mut Vec<TaskId>,
-    ) -> usize {
+    ) -> (usize, Vec<Token>) {
         let q = if high { &self.high } else { &self.normal };
         let mut consumed = 0;
+        let mut owed = Vec::new();
         for tok in q.iter() {
             if granted.len() >= n_fast {
                 break;
             }
+            let mine = &dom_active[tok.dom.idx()];
+            let home = tok.home.filter(|_| !self.domain_spends(tok.dom, doms));
+            let eligible = match home {
+                Some(h) => mine.iter().any(|v| v.id == h && v.eligible),
+                None => mine.iter().any(|v| v.eligible),
+            };
+            if !eligible {
+                owed.push(*tok);
+                continue;
+            }
             consumed += 1;
-            let pick = match tok.home {
-                Some(h) if !self.domain_spends(tok.dom, doms) => {
-                    let v = dom_active[tok.dom.idx()].iter().find(|v| v.id == h);
-                    v.filter(|v| !granted.contains(&v.id) && self.may_run_fast(v, doms)).map(|v| v.id)
-                }
-                _ => dom_active[tok.dom.idx()]
+            let pick = match home {
+                Some(h) => mine
                     .iter()
+                    .find(|v| v.id == h)
                     .filter(|v| !granted.contains(&v.id) && self.may_run_fast(v, doms))
+                    .map(|v| v.id),
+                None => mine
+                    .iter()
+                    .filter(|v| v.eligible && !granted.contains(&v.id) && self.may_run_fast(v, doms))
                     .min_by_key(|v| self.pref_key(v, doms))
                     .map(|v| v.id),
             };
@@ -331,8 +362,22 @@ impl FastQueue {
                 granted.push(t);
             }
         }
-        consumed
+        (consumed, owed)
     }
+}
+
+/// The rotation of one queue (module doc): the passed-over tokens `owed` leave the line, the
+/// rest moves `consumed` tokens from the tail to the head, and `owed` goes back to the very head.
+fn rotate(q: &mut Vec<Token>, consumed: usize, owed: &[Token]) {
+    if owed.is_empty() {
+        let n = q.len();
+        q.rotate_right(consumed.min(n));
+        return;
+    }
+    q.retain(|t| !owed.contains(t));
+    let n = q.len();
+    q.rotate_right(consumed.min(n));
+    q.splice(0..0, owed.iter().copied());
 }
 
 /// Keep the surviving tokens of `q` in order, drop the others, insert new
@@ -506,7 +551,13 @@ mod tests {
         let mut out = Vec::new();
         for (d, &n) in per_dom.iter().enumerate() {
             for k in 0..n {
-                out.push(FqVcpu { id: TaskId(out.len() as u32), domain: DomainId(d as u32), vcpu: k, active: true });
+                out.push(FqVcpu {
+                    id: TaskId(out.len() as u32),
+                    domain: DomainId(d as u32),
+                    vcpu: k,
+                    active: true,
+                    eligible: true,
+                });
             }
         }
         out
@@ -539,6 +590,42 @@ mod tests {
         assert_eq!(grants, vec![vec![3, 4], vec![1, 2], vec![4, 0], vec![2, 3], vec![0, 1]]);
         // 5 periods × 2 slots = 10 grants over 5 vCPUs: exactly 2 each.
         assert_eq!(seen, vec![2, 2, 2, 2, 2]);
+    }
+
+    #[test]
+    fn a_member_passed_over_keeps_its_place_in_line() {
+        // Five single-vCPU VMs (tasks 0..4), two fast CPUs, as above. Period 1 grants {0,1},
+        // queue [3,4,0,1,2]. In period 2 task 3 is off credit's active list (credit parked it):
+        // it is passed over, not served — {4,0} are granted, two tokens consumed — and goes
+        // back to the head: the rest [4,0,1,2] rotates by 2 to [1,2,4,0], then 3 in front:
+        // [3,1,2,4,0]. Period 3, eligible again, task 3 is served first, with task 1.
+        let (mut vs, ds) = (vcpus(&[1, 1, 1, 1, 1]), legacy(5));
+        let mut fq = FastQueue::new(FastQueueConfig { low_parallelism: false, ..Default::default() });
+        let line = |fq: &FastQueue| fq.normal.iter().map(|t| t.home.unwrap().0).collect::<Vec<_>>();
+        assert_eq!(ids(&fq.distribute(2, &vs, &ds).fast), vec![0, 1]);
+        vs[3].eligible = false;
+        let g = fq.distribute(2, &vs, &ds);
+        assert_eq!(ids(&g.fast), vec![4, 0]);
+        assert_eq!(line(&fq), vec![3, 1, 2, 4, 0]);
+        vs[3].eligible = true;
+        assert_eq!(ids(&fq.distribute(2, &vs, &ds).fast), vec![3, 1]);
+        // Task 3 lost no turn: its token kept its place, so from here on the line serves every
+        // token once per 5 periods (10 slots, 5 tokens: 2 grants each per 5 periods).
+        let mut seen = [0u32; 5];
+        for _ in 0..5 {
+            for t in fq.distribute(2, &vs, &ds).fast {
+                seen[t.idx()] += 1;
+            }
+        }
+        assert_eq!(seen, [2, 2, 2, 2, 2]);
+        // A member never eligible (a vCPU that credit never charges) holds the head and never
+        // takes a slot: the others keep both fast CPUs every period.
+        vs[0].eligible = false;
+        for _ in 0..6 {
+            let g = fq.distribute(2, &vs, &ds);
+            assert_eq!(g.fast.len(), 2);
+            assert!(!g.fast.contains(&TaskId(0)));
+        }
     }
 
     #[test]
