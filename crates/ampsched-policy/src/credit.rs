@@ -226,8 +226,6 @@ struct Vcpu {
     run_since: Nanos,
     /// When it last stopped running (for the cache-hot check).
     last_sched: Nanos,
-    /// Priority (PRI_*).
-    pri: i8,
     /// Parked: over its cap, not runnable until credit ≥ 0.
     parked: bool,
     /// On its domain's active list.
@@ -263,6 +261,9 @@ pub struct Credit {
     credits_per_tslice: i32,
     /// Per task.
     vc: Vec<Vcpu>,
+    /// Per task its priority (`PRI_*`), apart from `vc` so that runqueue
+    /// scans (insert, steal, pick) read one byte per queued vCPU.
+    pri: Vec<i8>,
     dom_active: Vec<u32>,
     dom_weight: Vec<u32>,
     dom_cap: Vec<u32>,
@@ -344,6 +345,7 @@ impl Credit {
             name,
             credits_per_tslice,
             vc: Vec::new(),
+            pri: Vec::new(),
             dom_active: Vec::new(),
             dom_weight: Vec::new(),
             dom_cap: Vec::new(),
@@ -405,7 +407,7 @@ impl Credit {
 
     /// `t`'s priority (`PRI_*`).
     pub fn pri_of(&self, t: TaskId) -> i8 {
-        self.vc[t.idx()].pri
+        self.pri[t.idx()]
     }
 
     /// `t`'s pCPU: where it runs, is queued, or will be queued when it wakes.
@@ -452,14 +454,14 @@ impl Credit {
     /// and the queue's priority bound raised if it is queued.
     pub fn set_pri(&mut self, t: TaskId, pri: i8) {
         debug_assert!([PRI_COS, PRI_BOOST, PRI_UNDER, PRI_OVER].contains(&pri), "priority {pri} of {t}");
-        if self.vc[t.idx()].pri == pri {
+        if self.pri[t.idx()] == pri {
             return;
         }
         let queued = self.vc[t.idx()].on_runq;
         if queued {
             self.runq_remove_raw(t);
         }
-        self.vc[t.idx()].pri = pri;
+        self.pri[t.idx()] = pri;
         if queued {
             self.runq_insert_raw(t);
         }
@@ -570,9 +572,9 @@ impl Credit {
     fn runq_insert_raw(&mut self, t: TaskId) {
         let v = &self.vc[t.idx()];
         debug_assert!(!v.on_runq, "{t} queued twice");
-        let (cpu, pri) = (v.cpu, v.pri);
+        let (cpu, pri) = (v.cpu, self.pri[t.idx()]);
         let q = &self.runq[cpu.idx()];
-        let pos = q.iter().position(|o| pri > self.vc[o.idx()].pri).unwrap_or(q.len());
+        let pos = q.iter().position(|o| pri > self.pri[o.idx()]).unwrap_or(q.len());
         self.runq[cpu.idx()].insert(pos, t);
         self.vc[t.idx()].on_runq = true;
         self.raise_q_hi(cpu, pri);
@@ -689,9 +691,9 @@ impl Credit {
     /// Xen `__runq_tickle`: which pCPUs must reschedule for newly queued `t`.
     pub fn tickle(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
         let cpu = self.vc[t.idx()].cpu;
-        let new_pri = self.vc[t.idx()].pri;
-        let cur_pri = v.curr[cpu.idx()].map(|c| self.vc[c.idx()].pri).unwrap_or(PRI_IDLE);
-        let aff = v.tasks[t.idx()].affinity;
+        let new_pri = self.pri[t.idx()];
+        let cur_pri = v.curr[cpu.idx()].map(|c| self.pri[c.idx()]).unwrap_or(PRI_IDLE);
+        let aff = &v.tasks[t.idx()].affinity;
         if self.p.profile == Profile::Xen40 {
             // `cpumask_raise_softirq` marks SCHEDULE_SOFTIRQ pending on every pCPU of the mask
             // and sends the others an event-check IPI: `t`'s own pCPU, where the wake-up is
@@ -703,7 +705,7 @@ impl Credit {
                 fx.resched(cpu);
             }
             if cur_pri > PRI_IDLE {
-                for c in self.idlers.and(&aff).iter() {
+                for c in self.idlers.and(aff).iter() {
                     if c != cpu {
                         fx.resched(c);
                     }
@@ -744,7 +746,7 @@ impl Credit {
     /// counts as idle, and another memory domain wins with more idle pCPUs.
     pub fn cpu_pick(&self, v: &SysView, t: TaskId) -> CpuId {
         let topo = v.topo;
-        let aff = v.tasks[t.idx()].affinity;
+        let aff = &v.tasks[t.idx()].affinity;
         let here = self.vc[t.idx()].cpu;
         let mut cpu = if aff.contains(here) { here } else { aff.cycle(here).unwrap_or(here) };
         if self.idlers.is_empty() {
@@ -806,11 +808,11 @@ impl Credit {
         for d in v.domains {
             let mut prev: Option<CpuId> = None;
             for &t in &d.tasks {
-                let aff = v.tasks[t.idx()].affinity;
+                let aff = &v.tasks[t.idx()].affinity;
                 let first = aff.first().unwrap_or(CpuId(0));
                 let cpu = match prev {
                     Some(p) => aff.cycle(p).unwrap_or(first),
-                    None if self.p.profile == Profile::Xen40 => least_populated(aff, &per_cpu).unwrap_or(first),
+                    None if self.p.profile == Profile::Xen40 => least_populated(*aff, &per_cpu).unwrap_or(first),
                     None => first,
                 };
                 self.vc[t.idx()].cpu = cpu;
@@ -831,9 +833,9 @@ impl Credit {
             return;
         }
         self.runq_sort_last[cpu.idx()] = self.runq_sort;
-        let vc = &self.vc;
+        let pri = &self.pri;
         let q = &mut self.runq[cpu.idx()];
-        let (mut hi, lo): (Vec<TaskId>, Vec<TaskId>) = q.iter().partition(|t| vc[t.idx()].pri >= PRI_UNDER);
+        let (mut hi, lo): (Vec<TaskId>, Vec<TaskId>) = q.iter().partition(|t| pri[t.idx()] >= PRI_UNDER);
         hi.extend(lo);
         *q = hi;
     }
@@ -919,10 +921,10 @@ impl Credit {
         let mut better = false;
         let mut found = None;
         for (pos, &t) in q.iter().enumerate() {
-            let vc = &self.vc[t.idx()];
-            if vc.pri <= pri {
+            if self.pri[t.idx()] <= pri {
                 break;
             }
+            let vc = &self.vc[t.idx()];
             better = true;
             let hot = hot_window.0 > 0 && now.saturating_sub(vc.last_sched) < hot_window;
             if !hot && v.tasks[t.idx()].affinity.contains(cpu) {
@@ -932,7 +934,7 @@ impl Credit {
         }
         if !better {
             // Nothing better here: tighten the bound so later steals skip this peer.
-            let hi = q.iter().map(|t| self.vc[t.idx()].pri).max().unwrap_or(PRI_IDLE);
+            let hi = q.iter().map(|t| self.pri[t.idx()]).max().unwrap_or(PRI_IDLE);
             self.set_q_hi(peer, hi);
             return None;
         }
@@ -948,7 +950,7 @@ impl Credit {
     /// Queue a runnable vCPU that is not running and not queued, on its pCPU
     /// (moved into its affinity if needed), and tickle.
     pub fn enqueue_and_tickle(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
-        let aff = v.tasks[t.idx()].affinity;
+        let aff = &v.tasks[t.idx()].affinity;
         if !aff.contains(self.vc[t.idx()].cpu) {
             let c = self.cpu_pick(v, t);
             self.vc[t.idx()].cpu = c;
@@ -966,7 +968,7 @@ impl Credit {
     /// if better than OVER, else steal, else the head, else idle.
     pub fn pick_from_queues(&mut self, v: &SysView, cpu: CpuId) -> Option<TaskId> {
         let head = self.runq_head(cpu);
-        let head_pri = head.map(|t| self.vc[t.idx()].pri).unwrap_or(PRI_IDLE);
+        let head_pri = head.map(|t| self.pri[t.idx()]).unwrap_or(PRI_IDLE);
         let next = if head_pri > PRI_OVER {
             let t = head.expect("head");
             self.runq_remove_raw(t);
@@ -1084,7 +1086,7 @@ impl Credit {
                 if vc.parked {
                     return Some(format!("{t} queued while parked"));
                 }
-                if vc.pri > self.q_hi[c] {
+                if self.pri[t.idx()] > self.q_hi[c] {
                     return Some(format!("{t} above the queue bound of cpu{c}"));
                 }
             }
@@ -1200,7 +1202,7 @@ impl Credit {
                 audit.handed += per_vcpu as i64;
                 let mut credit = vc.credit;
                 if credit < 0 {
-                    vc.pri = PRI_OVER;
+                    self.pri[t.idx()] = PRI_OVER;
                     if cap != 0 && credit < -(credit_cap as i32) && !vc.parked {
                         vc.parked = true;
                         self.park(v, t, fx);
@@ -1211,7 +1213,7 @@ impl Credit {
                         vc.credit = credit;
                     }
                 } else {
-                    vc.pri = PRI_UNDER;
+                    self.pri[t.idx()] = PRI_UNDER;
                     if vc.on_runq {
                         let cpu = vc.cpu;
                         self.raise_q_hi(cpu, PRI_UNDER);
@@ -1305,7 +1307,6 @@ impl Dispatcher for Credit {
                 start: Nanos::ZERO,
                 run_since: Nanos::ZERO,
                 last_sched: Nanos::ZERO,
-                pri: PRI_UNDER,
                 parked: false,
                 active: false,
                 on_runq: false,
@@ -1314,6 +1315,7 @@ impl Dispatcher for Credit {
                 migrate_to: None,
             })
             .collect();
+        self.pri = vec![PRI_UNDER; v.tasks.len()];
         self.place_new_vcpus(v);
         let nd = v.domains.len();
         self.dom_active = vec![0; nd];
@@ -1329,8 +1331,8 @@ impl Dispatcher for Credit {
         if vc.on_runq || vc.parked {
             return;
         }
-        if vc.pri == PRI_UNDER {
-            vc.pri = PRI_BOOST;
+        if self.pri[t.idx()] == PRI_UNDER {
+            self.pri[t.idx()] = PRI_BOOST;
             self.stats.boosts += 1;
         }
         self.enqueue_and_tickle(v, t, fx);
@@ -1343,8 +1345,8 @@ impl Dispatcher for Credit {
     fn tick(&mut self, v: &SysView, cpu: CpuId, fx: &mut Effects) {
         if let Some(t) = v.curr[cpu.idx()] {
             // csched_unit_acct
-            if self.vc[t.idx()].pri == PRI_BOOST {
-                self.vc[t.idx()].pri = PRI_UNDER;
+            if self.pri[t.idx()] == PRI_BOOST {
+                self.pri[t.idx()] = PRI_UNDER;
             }
             self.burn(t, v.now);
             if !self.vc[t.idx()].active {
@@ -1406,7 +1408,7 @@ impl Dispatcher for Credit {
     }
 
     fn affinity_changed(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
-        let aff = v.tasks[t.idx()].affinity;
+        let aff = &v.tasks[t.idx()].affinity;
         let cpu = self.vc[t.idx()].cpu;
         if aff.contains(cpu) {
             return;
@@ -1697,12 +1699,12 @@ mod tests {
         w.curr[0] = Some(a);
         // A has overspent: credit −100 → OVER (as accounting would set it).
         c.vc[0].credit = -100;
-        c.vc[0].pri = PRI_OVER;
+        c.pri[0] = PRI_OVER;
         // B wakes at 5 ms: UNDER → BOOST (0) > OVER (−2), so B's pCPU is tickled…
         let now = Nanos::from_ms(5);
         let mut fx = Effects::default();
         c.wake(&w.view(now), b, &mut fx);
-        assert_eq!(c.vc[1].pri, PRI_BOOST);
+        assert_eq!(c.pri[1], PRI_BOOST);
         assert_eq!(fx.resched, vec![CpuId(0)]);
         // …and the reschedule runs B, A going back to the queue (A ran 5 ms > ratelimit 1 ms).
         let p = c.pick_next(&w.view(now), CpuId(0), Some(a), true, &mut fx);
@@ -1742,7 +1744,7 @@ mod tests {
         assert_eq!(c.vc[0].credit, -1500);
         // Boosted on its first wake; only a tick finding it running (or accounting
         // of an active vCPU) would lower BOOST, so it stays BOOST: one boost in all.
-        assert_eq!(c.vc[0].pri, PRI_BOOST);
+        assert_eq!(c.pri[0], PRI_BOOST);
         assert_eq!(c.stats.boosts, 1);
     }
 
@@ -1757,7 +1759,7 @@ mod tests {
             c.vc[t.idx()].cpu = CpuId(1);
             c.vc[t.idx()].runnable = true;
         }
-        c.vc[z.idx()].pri = PRI_OVER;
+        c.pri[z.idx()] = PRI_OVER;
         c.runq_insert(y);
         c.runq_insert(z);
         c.inc_nr(CpuId(1)); // x running
@@ -1765,7 +1767,7 @@ mod tests {
         c.set_idle(CpuId(1), false);
         // CPU 0's own queue holds only O, which is OVER: it looks for better work.
         c.vc[o.idx()].cpu = CpuId(0);
-        c.vc[o.idx()].pri = PRI_OVER;
+        c.pri[o.idx()] = PRI_OVER;
         c.vc[o.idx()].runnable = true;
         c.runq_insert(o);
         let mut fx = Effects::default();
@@ -1792,7 +1794,7 @@ mod tests {
         c.account(&v, &mut Effects::default());
         assert_eq!(c.vc[0].credit, 100);
         assert_eq!(c.vc[1].credit, 200);
-        assert_eq!((c.vc[0].pri, c.vc[1].pri), (PRI_UNDER, PRI_UNDER));
+        assert_eq!((c.pri[0], c.pri[1]), (PRI_UNDER, PRI_UNDER));
     }
 
     #[test]
