@@ -25,12 +25,22 @@
 //! the build before the radix heap, the task layout and the one-pass steal
 //! (052b19a) ran L 152-154 ns and XL 180-184 ns (whole `bench --child`
 //! processes, 6 interleaved pairs: XL 0.925, L 0.975 of its CPU time).
+//! At 17:13 UTC (quiet window, load 4.3 → 3.9; 4 interleaved pairs of
+//! `ampsched bench --case L --case XL --bound`, this build against its
+//! parent) the base-16 radix heap and credit's priorities in their own
+//! array took XL from 163-174 ns per event (median 167) to 154-162 ns
+//! (median 159, ratio to the bound 0.19-0.20, 43.3-45.6 simulated s per CPU
+//! s) and L from 142-147 ns to 136-146 ns (median 141 against 145, ratio
+//! 0.19-0.22); outputs byte-identical.
 //! Issue 19's targets (ratio ≥ 0.5, ≥ 100 simulated s per CPU s) are not
 //! met: in XL the time is spread over the credit steal path (18 % of
 //! samples: 3.55 M steals in 8.57 M events, nearly every barrier block ends
-//! in one), the queue (15 %), the interpreter and the barrier (15 %), and
-//! the dispatcher bridge's switches, each a few cache lines of scattered
-//! per-task state. The studies' runs (small machines with bursty noise
+//! in one; of 3.85 M attempts, each made where Xen's `csched_schedule`
+//! calls `csched_load_balance` — the local head OVER or none — 92 %
+//! succeed, so the steals are the model's work, not waste, and what is left
+//! is their cost, about 80 ns each), the queue (15 %), the interpreter and
+//! the barrier (15 %), and the dispatcher bridge's switches, each a few
+//! cache lines of scattered per-task state. The studies' runs (small machines with bursty noise
 //! under `fair`) took 6 % less CPU time from 64-bit divisions, no work-left
 //! division at a completion and `fair`'s runqueues as sorted vectors, and
 //! their wall time fell most from each run being a parallel task of its own
