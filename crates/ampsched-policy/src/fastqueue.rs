@@ -369,11 +369,6 @@ impl FastQueue {
 /// The rotation of one queue (module doc): the passed-over tokens `owed` leave the line, the
 /// rest moves `consumed` tokens from the tail to the head, and `owed` goes back to the very head.
 fn rotate(q: &mut Vec<Token>, consumed: usize, owed: &[Token]) {
-    if owed.is_empty() {
-        let n = q.len();
-        q.rotate_right(consumed.min(n));
-        return;
-    }
     q.retain(|t| !owed.contains(t));
     let n = q.len();
     q.rotate_right(consumed.min(n));
