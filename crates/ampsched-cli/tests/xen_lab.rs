@@ -154,7 +154,7 @@ fn a_lab_directory_without_the_driver_is_a_clear_error() {
 
 #[test]
 fn the_shipped_scenarios_pass_the_checks() {
-    for s in ["smoke", "aash-fair", "aash-aware", "credit-weights", "lu-solo-con"] {
+    for s in ["smoke", "aash-fair", "aash-aware", "credit-weights", "lu-solo-con", "lu-solo-idle"] {
         let f = format!("scripts/xen-lab/scenarios/{s}.toml");
         let out = xen_lab(&["check", &f], None);
         assert!(out.status.success(), "{f}: {}", String::from_utf8_lossy(&out.stderr));
