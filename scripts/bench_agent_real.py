@@ -27,7 +27,11 @@ Method:
   `<results>.cal.json`;
 - a configuration is `linux` or a placer, optionally with agent settings
   (`aash:period=15`: the agent's `--period`; `aash:time_credits=false`: a
-  placer parameter), so an A/B of a setting interleaves like the rest;
+  placer parameter; `aash:bin=PATH`: another build of `ampsched`), so an A/B
+  of a setting or of two builds interleaves like the rest;
+- agent runs pass `--stats`: each row records the agent's CPU time, its
+  affinity changes and class flips; `--job-cpu` also records the job's CPU
+  time (a shell runs the job and prints `times`, under every configuration);
 - summary: per workload and configuration the median wall time, min-max,
   and the ratio of medians to default Linux (< 1 = faster); the two-process
   case also the gap between the two processes' completions.
@@ -70,8 +74,8 @@ def load1():
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
-def sh(argv, cwd=None, env=None):
-    """Run argv isolated (own session, autogroup nice -20); wall seconds."""
+def sh(argv, cwd=None, env=None, want_err=False):
+    """Run argv isolated (own session, autogroup nice -20); wall seconds (and its stderr if `want_err`)."""
     t = time.perf_counter()
     p = subprocess.run(
         ["sh", "-c", ISOLATE, "sh", *argv],
@@ -84,7 +88,29 @@ def sh(argv, cwd=None, env=None):
     wall = time.perf_counter() - t
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {p.returncode}: {p.stderr.decode()[-400:]}")
-    return wall
+    return (wall, p.stderr.decode(errors="replace")) if want_err else wall
+
+
+# The shell's `times` (dash: two lines, the shell's own then its children's user and system time).
+TIMES = re.compile(r"^(\d+)m([\d.]+)s (\d+)m([\d.]+)s$")
+
+
+def run_extras(err):
+    """Figures a run printed on stderr: the agent's `--stats` (its CPU time, affinity changes,
+    class flips) and, with `--job-cpu`, the job's CPU time (user + system of its processes)."""
+    out = {}
+    for line in err.splitlines():
+        if line.startswith("ampsched: stats "):
+            st = json.loads(line[len("ampsched: stats "):])
+            out["agent_cpu_ms"] = round(st["agent_cpu_pct_of_one_cpu"] * st["elapsed_s"] * 10, 2)
+            for k in ("changes", "class_flips", "contended_periods", "periods"):
+                out[k] = st[k]
+    times = [m for m in map(TIMES.match, err.splitlines()) if m]
+    if times:
+        m = times[-1]
+        um, us, sm, ss = m.groups()
+        out["job_cpu_ms"] = round((60 * int(um) + float(us) + 60 * int(sm) + float(ss)) * 1e3, 1)
+    return out
 
 
 class Ctx:
@@ -96,9 +122,16 @@ class Ctx:
         self.cal = {}
         self.venv = Path(args.venv)
         self.env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2")
+        self.job_cpu = args.job_cpu
 
     def agent(self, config):
-        return [self.a, "run", "--fast", "0", *placer_args(config), "--state", self.state, "--"]
+        return [agent_bin(self, config), "run", "--fast", "0", *placer_args(config), "--state", self.state, "--stats",
+                "--"]
+
+
+def agent_bin(ctx, config):
+    """The `ampsched` binary of a configuration: `bin=PATH` if given, else the release build."""
+    return next((kv[4:] for kv in config.split(":")[1:] if kv.startswith("bin=")), ctx.a)
 
 
 def placer_args(config):
@@ -108,6 +141,8 @@ def placer_args(config):
     out = ["--placer", placer]
     for kv in opts:
         k, _, v = kv.partition("=")
+        if k == "bin":
+            continue
         out += ["--period", v] if k == "period" else ["--param", f"{k}={v}"]
     return out
 
@@ -215,7 +250,7 @@ def run_fair2(ctx, config):
             'fast = "0"\n'
             + "".join(f'[[target]]\nname = "p{i}"\ncommand = {json.dumps(s)}\n' for i, s in enumerate(spin))
         )
-        wall = sh([ctx.a, "agent", "--config", str(cfg), *placer_args(config), "--state", ctx.state])
+        wall = sh([agent_bin(ctx, config), "agent", "--config", str(cfg), *placer_args(config), "--state", ctx.state])
     t = [json.loads(o.read_text())["elapsed_s"] for o in outs]
     return wall, {"t1": t[0], "t2": t[1], "gap": abs(t[0] - t[1]) / max(t)}
 
@@ -224,9 +259,14 @@ def run_one(ctx, wl, config):
     if wl == "fair2":
         return run_fair2(ctx, config)
     argv, cwd = command(ctx, wl)
+    if ctx.job_cpu:
+        # The job's CPU time: a shell runs it and prints its children's times (the same
+        # wrapper under every configuration).
+        argv = ["sh", "-c", '"$@"; times >&2', "sh", *argv]
     if config != "linux":
         argv = ctx.agent(config) + argv
-    return sh(argv, cwd=cwd, env=ctx.env), {}
+    wall, err = sh(argv, cwd=cwd, env=ctx.env, want_err=True)
+    return wall, run_extras(err)
 
 
 def calibrate(ctx, wls):
@@ -287,6 +327,22 @@ def summary(rows, reps):
                 cell += f" gap {100 * statistics.median(r['gap'] for r in rs):.0f} %"
             cells.append(cell)
         print(f"| {wl} | " + " | ".join(cells) + " |")
+    extras = ("job_cpu_ms", "agent_cpu_ms", "class_flips", "changes")
+    if any(k in r for r in rows for k in extras):
+        print("\nPer run, medians (job CPU: user + system of the job's processes, --job-cpu; agent CPU, "
+              "class flips and changes from the agent's --stats):")
+        print("\n| workload | config | " + " | ".join(extras) + " |")
+        print("|---|---|" + "---|" * len(extras))
+        for wl in WORKLOADS:
+            for c in configs:
+                rs = by.get((wl, c), [])
+                if not rs:
+                    continue
+                vals = []
+                for k in extras:
+                    v = [r[k] for r in rs if k in r]
+                    vals.append(f"{statistics.median(v):g}" if v else "-")
+                print(f"| {wl} | {c} | " + " | ".join(vals) + " |")
 
 
 def main():
@@ -298,6 +354,8 @@ def main():
     ap.add_argument("--results", default=str(ROOT / "target/bench-agent-real.jsonl"))
     ap.add_argument("--venv", default=str(ROOT / "target/bench-venv"), help="a venv with numpy")
     ap.add_argument("--summary", action="store_true", help="only print the summary of the results file")
+    ap.add_argument("--job-cpu", action="store_true",
+                    help="also record each job's CPU time (a shell runs it and prints `times`)")
     args = ap.parse_args()
     wls = [w for w in args.only.split(",") if w]
     configs = [c for c in args.configs.split(",") if c]
@@ -309,7 +367,11 @@ def main():
         bad = [kv for kv in opts if kv.count("=") != 1 or kv.startswith("=")]
         if base not in CONFIGS or bad or (base == "linux" and opts):
             sys.exit(f"--configs: bad configuration {c!r}; allowed: {', '.join(CONFIGS)}, a placer may add "
-                     f":K=V[:K=V] (period=MS for the agent's period, any other key a placer parameter)")
+                     f":K=V[:K=V] (period=MS for the agent's period, bin=PATH for another ampsched build, "
+                     f"any other key a placer parameter)")
+        for kv in opts:
+            if kv.startswith("bin=") and not os.access(kv[4:], os.X_OK):
+                sys.exit(f"--configs: {c!r}: {kv[4:]} is not an executable file")
     res = Path(args.results)
     rows = [json.loads(x) for x in res.read_text().splitlines() if x.strip()] if res.exists() else []
     if args.summary:

@@ -905,8 +905,10 @@ mod fixture_tests {
         // Process 4242 with threads 4242 and 4243, both runnable, on CPUs 0 and 1.
         write_thread(root, 4242, 4242, 'R', 0, 0);
         write_thread(root, 4242, 4243, 'R', 1, 0);
-        // Its resident anonymous memory: every thread's `ws_kb` in the snapshot.
-        std::fs::write(root.join("proc/4242/status"), "Name:\twork\nRssAnon:\t   35728 kB\n").unwrap();
+        // Its resident anonymous memory (`statm`: resident − shared pages, here 4 KiB ones on
+        // this machine): every thread's `ws_kb` in the snapshot.
+        assert_eq!(crate::procfs::page_kb(), 4, "the fixture's statm counts 4 KiB pages");
+        std::fs::write(root.join("proc/4242/statm"), "86566 9434 502 11 0 53165 0\n").unwrap();
         let ov = crate::Overrides { fast: Some(CpuSet::parse_list("0").unwrap()), ..Default::default() };
         let discovered = crate::discover(root, &ov).unwrap();
         let both = CpuSet::parse_list("0-1").unwrap();
@@ -967,7 +969,7 @@ mod fixture_tests {
         for t in &s0.tasks {
             // `R` in /proc is reported runnable, never running; the own mask is the original.
             assert_eq!((t.state, t.allowed, t.affinity), (TaskState::Runnable, both, both));
-            assert_eq!(t.ws_kb, 35728);
+            assert_eq!(t.ws_kb, (9434 - 502) * 4);
         }
         // aash, 1 fast CPU, two busy threads: one holds the fast CPU, the other the slow one.
         let changes = sets.borrow().clone();

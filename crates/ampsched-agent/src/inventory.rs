@@ -28,7 +28,7 @@ pub(crate) use crate::domain::DomKind;
 pub use crate::domain::Domain;
 use crate::export::Export;
 use crate::procfs::{
-    children, cmdline, list_pids, list_tids, parse_schedstat, parse_stat, parse_vcpu_thread_name, rss_anon_kb,
+    children, cmdline, list_pids, list_tids, parse_schedstat, parse_stat, parse_statm_anon_kb, parse_vcpu_thread_name,
     ProcFile, TaskDir,
 };
 use crate::qmp::query_vcpus;
@@ -99,10 +99,30 @@ pub struct Inventory {
     pub(crate) fd_limit: Option<libc::rlimit>,
     /// Threads removed since the last observation (reported `Done` once, then forgotten).
     pub(crate) ended: Vec<(TaskId, Thread)>,
-    /// Resident anonymous memory per managed process, KiB (`RssAnon`, read when a process is
-    /// first listed and at every full reconcile): its threads' `ws_kb` in the snapshot. Not
-    /// read for VMs: a guest's memory says nothing of one vCPU's working set.
+    /// Resident anonymous memory per managed process, KiB (`RssAnon`, from its kept-open
+    /// `statm`, re-read every period): its threads' `ws_kb` in the snapshot. Not read for VMs: a
+    /// guest's memory says nothing of one vCPU's working set.
     pub(crate) anon_kb: HashMap<i32, u32>,
+    /// `/proc/<pid>/statm` of each managed process, kept open (one `pread` a period).
+    statm: HashMap<i32, ProcFile>,
+    /// The page size in KiB (`statm` counts pages).
+    page_kb: u64,
+}
+
+/// Process `pid`'s `/proc` file `name` from `files`, opened (and kept) on first use; `None`
+/// when it cannot be opened (the process is gone).
+fn kept_open<'a>(
+    files: &'a mut HashMap<i32, ProcFile>,
+    proc_root: &Path,
+    pid: i32,
+    name: &str,
+) -> Option<&'a mut ProcFile> {
+    match files.entry(pid) {
+        std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
+        std::collections::hash_map::Entry::Vacant(v) => {
+            ProcFile::open(&proc_root.join(pid.to_string()).join(name)).ok().map(|f| v.insert(f))
+        }
+    }
 }
 
 impl Inventory {
@@ -127,6 +147,8 @@ impl Inventory {
             fd_limit: None,
             ended: Vec::new(),
             anon_kb: HashMap::new(),
+            statm: HashMap::new(),
+            page_kb: crate::procfs::page_kb(),
         }
     }
 
@@ -648,14 +670,7 @@ impl Inventory {
                         let mut n = dir.map(|d| d.threads()).unwrap_or(0);
                         // One thread left may be a zombie leader whose threads all exited: gone.
                         if n == 1 {
-                            let f = match self.leader_stat.entry(p) {
-                                std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
-                                std::collections::hash_map::Entry::Vacant(v) => {
-                                    ProcFile::open(&self.proc_root.join(p.to_string()).join("stat"))
-                                        .ok()
-                                        .map(|f| v.insert(f))
-                                }
-                            };
+                            let f = kept_open(&mut self.leader_stat, &self.proc_root, p, "stat");
                             if f.and_then(|f| f.read().ok().and_then(parse_stat)).is_none_or(|s| s.state == 'Z') {
                                 n = 0;
                             }
@@ -664,13 +679,17 @@ impl Inventory {
                             self.task_dirs.remove(&p);
                             self.leader_stat.remove(&p);
                             self.anon_kb.remove(&p);
+                            self.statm.remove(&p);
                             continue;
                         }
                         alive_procs += 1;
-                        if reconcile || !self.anon_kb.contains_key(&p) {
-                            let kb = rss_anon_kb(&self.proc_root, p).unwrap_or(0);
-                            self.anon_kb.insert(p, kb);
-                        }
+                        // Every period: a process's memory at its first listing is that of a
+                        // program just started (xz: 4 KiB at 0 ms, 10 MB at 32 ms, 38 MB at
+                        // 0.5 s), so a figure read once would call it cache-light for most of a
+                        // short job (docs/agent.md, "Cache-hot grants").
+                        let f = kept_open(&mut self.statm, &self.proc_root, p, "statm");
+                        let kb = f.and_then(|f| f.read().ok().and_then(|t| parse_statm_anon_kb(t, self.page_kb)));
+                        self.anon_kb.insert(p, kb.unwrap_or(0));
                         if reconcile || self.pid_threads.get(&p).copied().unwrap_or(0) as u64 != n {
                             let tids = list_tids(&self.proc_root, p);
                             vanished.extend(
