@@ -36,8 +36,9 @@
 #
 # The real-workload suite (issue 15 D6: stress-ng, sysbench, xz, make, numpy, rt-app,
 # barriers, phased, two-process fairness; default Linux vs each placer, interleaved):
-#   scripts/bench-agent.sh --suite real [--reps 7] [--only W,..] [--configs C,..] [--budget-s 540] [--summary]
-#   (a configuration: linux, or a placer with optional agent settings, e.g. aash:period=15)
+#   scripts/bench-agent.sh --suite real [--reps 7] [--only W,..] [--configs C,..] [--budget-s 540] [--job-cpu] [--summary]
+#   (a configuration: linux, or a placer with optional agent settings, e.g. aash:period=15, or another
+#   build, aash:bin=PATH; agent runs record their --stats, --job-cpu the job's CPU time)
 # (scripts/bench_agent_real.py has the method; results in docs/agent.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."

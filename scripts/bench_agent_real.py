@@ -5,7 +5,7 @@ asymmetry (CPU 1 slowed by `ampsched-hog`, SCHED_FIFO 5 ms spin every 10 ms;
 CPU 0 declared fast with `--fast 0`). Prints figures; it is not a test.
 
     scripts/bench-agent.sh --suite real [--reps 7] [--only W1,W2] [--configs C1,C2]
-        [--budget-s 540] [--results FILE] [--summary]
+        [--budget-s 540] [--results FILE] [--job-cpu] [--summary]
 
 Method:
 - every run is one command in a session of its own whose autogroup gets
