@@ -39,7 +39,11 @@
 //! Each lock holder runs steps 2-8:
 //!
 //! 2. read the vector; average over all CPUs;
-//! 3. local ECPT ≤ average × (1 + `tolerance_pct`/100) → step 8;
+//! 3. local ECPT ≤ average × (1 + `tolerance_pct`/100) → step 8 — except
+//!    an empty CPU that a task of a stack (≥ 2 tasks) below the average
+//!    would gain by moving to (step 6's move): its ECPT is its whole EC, which IRQ load or a slower
+//!    clock can hold below the average of busy fast CPUs while a stack
+//!    elsewhere gets less per task, and nothing else ever hands it a task;
 //! 4. remote = the CPU with the smallest ECPT that has not taken part in a
 //!    swap earlier in this round ("recently migrated"), is below the
 //!    average, and has a task to give; none → step 8. ECPTs within
@@ -55,7 +59,14 @@
 //!    ended), the local CPU takes the remote's task instead (a one-way
 //!    move): the pinned tasks escape the OS runqueue balancer, so this
 //!    balancer levels their counts — by capability, the launch rule applied
-//!    again as tasks end, so a 2× CPU keeps its extra tasks;
+//!    again as tasks end, so a 2× CPU keeps its extra tasks. A move never
+//!    takes a CPU's only task to a CPU that already has one: on dynamic
+//!    asymmetry one interval's IRQ load can make `EC_r / 1` look smaller
+//!    than `EC_l / 2`, and the move would stack two tasks and leave the
+//!    noisy CPU idle for good (an idle CPU below the average never reaches
+//!    step 4 again) — regression: `cap-npb` dynamic/lu, where LU's spinning
+//!    pipeline stacked on one CPU ran 14× longer; the paper answers dynamic
+//!    noise with swaps;
 //! 7. re-publish the local ECPT (a one-for-one swap keeps `task_num`, so
 //!    the value is unchanged; after a move both the local and the remote
 //!    entry are re-published, so the vector is never stale within a round);
@@ -330,10 +341,17 @@ impl Placer for Capability {
         // EC_l / (n_l + 1), beats its share now, EC_r / n_r, by more than the
         // tolerance. On equal CPUs that is n_r ≥ n_l + 2; on a 2× local CPU
         // it already pays at n_r = n_l + 1 and a 2× remote keeps its extra
-        // tasks (it is the launch rule, applied again as tasks end).
+        // tasks (it is the launch rule, applied again as tasks end). A move
+        // never takes a CPU's only task to a CPU that has tasks: that stacks
+        // two where there was one and idles a CPU, so the "gain" is one
+        // interval's measurement of the remote's noise — the dynamic
+        // asymmetry the paper answers with swaps, which rotate tasks through
+        // the noisy CPU — and, since an idle CPU below the average never
+        // holds the lock again (step 3), the stack and the idle CPU would
+        // last for the rest of the run.
         let gains_by_moving = |r: CpuId, l: CpuId, task_num: &[u32]| {
-            let nr = task_num[r.idx()];
-            nr > 0 && ec[l.idx()] / (task_num[l.idx()] + 1) as f64 > ec[r.idx()] / nr as f64 * (1.0 + tol)
+            let (nr, nl) = (task_num[r.idx()], task_num[l.idx()]);
+            (nr >= 2 || (nr == 1 && nl == 0)) && ec[l.idx()] / (nl + 1) as f64 > ec[r.idx()] / nr as f64 * (1.0 + tol)
         };
         let ecpt_of = |c: usize, task_num: &[u32]| if task_num[c] > 0 { ec[c] / task_num[c] as f64 } else { ec[c] };
         // Every balancer publishes its step-1 value before any takes the lock.
@@ -352,8 +370,21 @@ impl Placer for Capability {
             let local = CpuId(((start + k) % n) as u32);
             // Step 2: lock held; read the vector.
             let avg = self.ecpt.iter().sum::<f64>() / n as f64;
-            // Step 3.
-            if self.ecpt[local.idx()] <= avg * (1.0 + self.p.tolerance) {
+            // Step 3. An empty CPU below the average still takes a task
+            // from a stack (≥ 2 tasks) if the task would gain by moving (the
+            // launch rule again): its ECPT is its whole EC, which a noisy or
+            // slower CPU can hold below the average of busy fast ones while
+            // the stack gets less per task, and no one else ever hands it a
+            // task. A lone task is not pulled this way (no stack to undo:
+            // that would only chase one interval's noise).
+            let empty_pulls = task_num[local.idx()] == 0
+                && (0..n).any(|r| {
+                    r != local.idx()
+                        && task_num[r] >= 2
+                        && self.ecpt[r] < avg
+                        && gains_by_moving(CpuId(r as u32), local, &task_num)
+                });
+            if self.ecpt[local.idx()] <= avg * (1.0 + self.p.tolerance) && !empty_pulls {
                 continue;
             }
             // Step 4: smallest ECPT, not recently migrated, below average,
@@ -589,6 +620,66 @@ mod tests {
         cap.place(&topo, &s, &mut out);
         assert!(out.is_empty(), "{out:?}");
     }
+    #[test]
+    fn an_interval_of_heavy_irq_load_swaps_and_never_empties_the_noisy_cpu() {
+        // Dynamic asymmetry as in the paper's NIC flood: 4 equal CPUs, one
+        // task each, and in this interval CPU 0 loses 550 ms of 1 s to IRQs.
+        // ECPT = 0.45, 1, 1, 1; avg = 0.8625. Round 0 starts at CPU 0 (below
+        // average: skips); CPU 1 (1 > 0.8625 × 1.01) is the first holder and
+        // CPU 0 the remote. A move would give CPU 0's task 1 / 2 = 0.5 > 0.45
+        // on CPU 1, but would stack it with CPU 1's task and idle CPU 0, which
+        // as an empty CPU below the average (0.45) would never take a task
+        // back: so it swaps. CPUs 2-3 find CPU 0 recently migrated.
+        let topo = Topology::fast_slow(0, 2.0, 4, 1.0, 4);
+        let mut cap = Capability::new(CapabilityParams::default(), &topo);
+        let mut s = snap(&[0, 0, 0, 0], &[(0, 0), (1, 1), (2, 2), (3, 3)], &[]);
+        let mut out = Vec::new();
+        cap.place(&topo, &s, &mut out);
+        apply(&mut s, &out);
+        s.cpus[0].busy = Nanos::from_ms(450);
+        s.cpus[0].noise = Nanos::from_ms(550);
+        out.clear();
+        cap.place(&topo, &s, &mut out);
+        assert_eq!((cap.stats.swaps, cap.stats.moves), (1, 0));
+        assert_eq!(
+            out,
+            vec![
+                AffinityChange { task: TaskId(1), mask: CpuSet::single(CpuId(0)) },
+                AffinityChange { task: TaskId(0), mask: CpuSet::single(CpuId(1)) },
+            ]
+        );
+        assert_eq!(cap.queue.iter().map(|q| q.len()).collect::<Vec<_>>(), vec![1, 1, 1, 1]);
+    }
+
+    #[test]
+    fn an_empty_noisy_cpu_below_the_average_takes_a_task_from_a_stack() {
+        // Launched during an IRQ burst: CPU 0 loses 550 ms of 1 s, EC = 0.45,
+        // 1, 1, 1. t0 → CPU 1, t1 → CPU 2, t2 → CPU 3 (the empty CPUs with
+        // EC 1); t3: 0.45 on CPU 0 against 1/2 = 0.5 on CPUs 1-3 → CPU 1
+        // (fewest tasks tie, lowest id). Counts 0 / 2 / 1 / 1.
+        let topo = Topology::fast_slow(0, 2.0, 4, 1.0, 4);
+        let mut cap = Capability::new(CapabilityParams::default(), &topo);
+        let mut s = snap(&[550, 0, 0, 0], &[(0, 0), (1, 0), (2, 0), (3, 0)], &[]);
+        let mut out = Vec::new();
+        cap.place(&topo, &s, &mut out);
+        assert_eq!(out.iter().map(|c| c.mask.first().unwrap().0).collect::<Vec<_>>(), vec![1, 2, 3, 1]);
+        apply(&mut s, &out);
+        // Next interval CPU 0 loses 400 ms: ECPT = 0.6 (empty: its EC), 0.5,
+        // 1, 1; avg 0.775. Round 0 starts at CPU 0: below the average, so
+        // step 3 alone would skip it — and CPUs 2-3 would only swap with the
+        // stacked CPU 1 (1 / 2 = 0.5 no better than 0.5), leaving CPU 0 idle
+        // for good. Empty, it takes CPU 1's FIFO head t0 (0.6 / 1 > 0.5 ×
+        // 1.01): counts 1 / 1 / 1 / 1. CPUs 1-3 then find only recently
+        // migrated CPUs below the average: one change in the round.
+        s.cpus[0].busy = Nanos::from_ms(600);
+        s.cpus[0].noise = Nanos::from_ms(400);
+        out.clear();
+        cap.place(&topo, &s, &mut out);
+        assert_eq!(out, vec![AffinityChange { task: TaskId(0), mask: CpuSet::single(CpuId(0)) }]);
+        assert_eq!((cap.stats.swaps, cap.stats.moves), (0, 1));
+        assert_eq!(cap.queue.iter().map(|q| q.len()).collect::<Vec<_>>(), vec![1, 1, 1, 1]);
+    }
+
     #[test]
     fn static_asymmetry_launch_pins_in_proportion_to_speed() {
         // The paper's static asymmetry: CPU 0 at 2.2 GHz, CPUs 1-3 at 1.1 GHz,
