@@ -275,33 +275,41 @@ pub struct Credit {
     nr_runnable: Vec<u32>,
     runq_sort_last: Vec<u32>,
     runq_sort: u32,
+    /// Scratch of `runq_sort` (kept to reuse its allocation).
+    sort_scratch: Vec<TaskId>,
     /// Per CPU: an upper bound on the priority of its queued vCPUs (`PRI_IDLE`
     /// when empty), so a steal skips peers that cannot have a better vCPU
     /// without touching their queues. Raised on every insert and every raise of
     /// a queued vCPU's priority; tightened when a steal finds nothing there.
     q_hi: Vec<i8>,
-    /// CPUs whose `q_hi` is at least `PRI_UNDER` (the peers worth a look for a
-    /// pCPU whose own best is OVER).
-    q_under: CpuSet,
     /// pCPUs idling (and not yet tickled); change only through `set_idle`.
     idlers: CpuSet,
     /// Number of idlers per memory domain (kept in step with `idlers`).
     idle_per_md: Vec<u32>,
     md_of: Vec<u32>,
     node_of: Vec<u32>,
-    /// pCPUs with more than one runnable vCPU (steal candidates).
-    overloaded: CpuSet,
-    /// Per NUMA node, its pCPUs that are steal candidates (overloaded, not
-    /// idling) and of those how many also have an UNDER-or-better vCPU queued
-    /// (`q_under`); and as bitmaps over nodes, the nodes where either count is
-    /// not 0. Kept in step by `set_idle`, `set_nr` and `set_q_hi`, so a steal
-    /// visits only the nodes with something to give, not every node.
+    /// Per CPU: [`F_OVERLOADED`] (more than one runnable vCPU), [`F_IDLE`]
+    /// (in `idlers`) and [`F_Q_UNDER`] (`q_hi` at least `PRI_UNDER`), one
+    /// byte read to tell whether a CPU is a steal candidate.
+    flags: Vec<u8>,
+    /// The steal candidates (overloaded, not idling), and of those the ones
+    /// with an UNDER-or-better vCPU queued (the peers worth a look for a pCPU
+    /// whose own best is OVER), as bitmaps kept in step with `flags`.
+    cand: [CpuSet; 2],
+    /// Per NUMA node, how many of its pCPUs are in each `cand` set; and as
+    /// bitmaps over nodes, the nodes where that count is not 0. Kept in step
+    /// by `set_idle`, `set_nr` and `set_q_hi`, so a steal visits only the
+    /// nodes with something to give, not every node.
     node_cand: Vec<[u32; 2]>,
     nodes_with: [Vec<u64>; 2],
+    /// Per NUMA node, where its CPU bitmap lies (`node_mask`) and where its
+    /// next steal starts (`balance_bias`): one small record read per node visited.
+    node_span: Vec<NodeSpan>,
+    /// The NUMA nodes' CPU bitmaps, each only the words its CPUs occupy.
+    node_mask: Vec<u64>,
     weight_total: u64,
     credit_pool: u32,
     credit_balance: i32,
-    balance_bias: Vec<CpuId>,
     last_tickle: CpuId,
     /// Words of the machine's CPU bitmasks (`ncpus / 64`, rounded up): the
     /// steal, tickle and pick masks are combined word by word, never built as sets.
@@ -310,6 +318,26 @@ pub struct Credit {
     stats: CreditStats,
     /// What the last accounting handed out (checked for conservation).
     last_acct: AcctAudit,
+}
+
+/// `flags` bit: more than one runnable vCPU (Xen: a peer worth stealing from).
+const F_OVERLOADED: u8 = 1;
+/// `flags` bit: idling (in `idlers`).
+const F_IDLE: u8 = 2;
+/// `flags` bit: an UNDER-or-better vCPU may be queued (`q_hi ≥ PRI_UNDER`).
+const F_Q_UNDER: u8 = 4;
+
+/// Where a NUMA node's CPU bitmap lies and where its next steal starts.
+#[derive(Clone, Copy, Debug)]
+struct NodeSpan {
+    /// First word of the machine's bitmasks its CPUs occupy.
+    lo: u16,
+    /// How many words from `lo`.
+    n: u16,
+    /// Its words' offset in `node_mask`.
+    off: u32,
+    /// Xen `balance_bias`: the peer its last steal took from (the next starts after it).
+    bias: CpuId,
 }
 
 /// One accounting period's books (Xen `csched_acct`): what the pool held and
@@ -341,7 +369,7 @@ impl Credit {
     pub fn new(name: &'static str, p: CreditParams, topo: &Topology) -> Credit {
         let n = topo.ncpus();
         let credits_per_tslice = (CREDITS_PER_MSEC * p.tslice.0 / 1_000_000) as i32;
-        Credit {
+        let mut c = Credit {
             name,
             credits_per_tslice,
             vc: Vec::new(),
@@ -355,25 +383,37 @@ impl Credit {
             nr_runnable: vec![0; n],
             runq_sort_last: vec![0; n],
             runq_sort: 0,
+            sort_scratch: Vec::new(),
             q_hi: vec![PRI_IDLE; n],
-            q_under: CpuSet::new(),
             idlers: topo.all,
             idle_per_md: topo.mem_domains.iter().map(|s| s.len() as u32).collect(),
             md_of: topo.cpus.iter().map(|c| c.mem_domain).collect(),
             node_of: topo.cpus.iter().map(|c| c.numa).collect(),
-            overloaded: CpuSet::new(),
+            flags: vec![F_IDLE; n],
+            cand: [CpuSet::new(), CpuSet::new()],
             node_cand: vec![[0; 2]; topo.numa_nodes.len().max(1)],
             nodes_with: [0, 1].map(|_| vec![0u64; topo.numa_nodes.len().max(1).div_ceil(64)]),
+            node_span: Vec::new(),
+            node_mask: Vec::new(),
             weight_total: 0,
             credit_pool: credits_per_tslice as u32 * n as u32,
             credit_balance: 0,
-            balance_bias: topo.numa_nodes.iter().map(|s| s.first().unwrap_or(CpuId(0))).collect(),
             last_tickle: CpuId(0),
             nw: n.div_ceil(64).max(1),
             stats: CreditStats::default(),
             last_acct: AcctAudit::default(),
             p,
+        };
+        for set in &topo.numa_nodes {
+            let nw = c.nw;
+            let lo = (0..nw).find(|&i| set.word(i) != 0).unwrap_or(0);
+            let hi = (0..nw).rev().find(|&i| set.word(i) != 0).unwrap_or(0).max(lo);
+            let off = c.node_mask.len() as u32;
+            c.node_mask.extend((lo..=hi).map(|i| set.word(i)));
+            let bias = set.first().unwrap_or(CpuId(0));
+            c.node_span.push(NodeSpan { lo: lo as u16, n: (hi - lo + 1) as u16, off, bias });
         }
+        c
     }
 
     /// Credits handed out per vCPU-timeslice (300 at 30 ms).
@@ -500,10 +540,10 @@ impl Credit {
 
     /// Mark a pCPU idle or not, keeping the per-memory-domain counts.
     pub fn set_idle(&mut self, cpu: CpuId, idle: bool) {
-        if self.idlers.contains(cpu) == idle {
+        let was = self.flags[cpu.idx()];
+        if (was & F_IDLE != 0) == idle {
             return;
         }
-        let was = self.candidate(cpu);
         let md = self.md_of[cpu.idx()] as usize;
         if idle {
             self.idlers.insert(cpu);
@@ -512,35 +552,33 @@ impl Credit {
             self.idlers.remove(cpu);
             self.idle_per_md[md] -= 1;
         }
-        self.candidate_changed(cpu, was);
+        self.set_flags(cpu, was ^ F_IDLE);
     }
 
     fn set_nr(&mut self, cpu: CpuId, n: u32) {
         self.nr_runnable[cpu.idx()] = n;
-        if (n > 1) == self.overloaded.contains(cpu) {
-            return;
+        let was = self.flags[cpu.idx()];
+        let now = if n > 1 { was | F_OVERLOADED } else { was & !F_OVERLOADED };
+        if now != was {
+            self.set_flags(cpu, now);
         }
-        let was = self.candidate(cpu);
-        if n > 1 {
-            self.overloaded.insert(cpu);
-        } else {
-            self.overloaded.remove(cpu);
-        }
-        self.candidate_changed(cpu, was);
     }
 
-    /// Whether `cpu` is a steal candidate (overloaded, not idling), and one with
-    /// an UNDER-or-better vCPU queued.
+    /// Whether a CPU with `flags` is a steal candidate (overloaded, not idling),
+    /// and one with an UNDER-or-better vCPU queued.
     #[inline]
-    fn candidate(&self, cpu: CpuId) -> [bool; 2] {
-        let c = self.overloaded.contains(cpu) && !self.idlers.contains(cpu);
-        [c, c && self.q_under.contains(cpu)]
+    fn candidate(flags: u8) -> [bool; 2] {
+        let c = flags & (F_OVERLOADED | F_IDLE) == F_OVERLOADED;
+        [c, c && flags & F_Q_UNDER != 0]
     }
 
-    /// `cpu`'s candidacy was `was` before a change: update its node's counts and the node bitmaps.
+    /// Change `cpu`'s flags to `now`, updating the candidate bitmaps, its
+    /// node's counts and the node bitmaps where its candidacy changed.
     #[inline]
-    fn candidate_changed(&mut self, cpu: CpuId, was: [bool; 2]) {
-        let now = self.candidate(cpu);
+    fn set_flags(&mut self, cpu: CpuId, now: u8) {
+        let was = Self::candidate(self.flags[cpu.idx()]);
+        self.flags[cpu.idx()] = now;
+        let now = Self::candidate(now);
         if now == was {
             return;
         }
@@ -554,6 +592,11 @@ impl Credit {
                     self.nodes_with[k][n / 64] |= bit;
                 } else {
                     self.nodes_with[k][n / 64] &= !bit;
+                }
+                if now[k] {
+                    self.cand[k].insert(cpu);
+                } else {
+                    self.cand[k].remove(cpu);
                 }
             }
         }
@@ -582,16 +625,11 @@ impl Credit {
 
     fn set_q_hi(&mut self, cpu: CpuId, pri: i8) {
         self.q_hi[cpu.idx()] = pri;
-        if (pri >= PRI_UNDER) == self.q_under.contains(cpu) {
-            return;
+        let was = self.flags[cpu.idx()];
+        let now = if pri >= PRI_UNDER { was | F_Q_UNDER } else { was & !F_Q_UNDER };
+        if now != was {
+            self.set_flags(cpu, now);
         }
-        let was = self.candidate(cpu);
-        if pri >= PRI_UNDER {
-            self.q_under.insert(cpu);
-        } else {
-            self.q_under.remove(cpu);
-        }
-        self.candidate_changed(cpu, was);
     }
 
     fn raise_q_hi(&mut self, cpu: CpuId, pri: i8) {
@@ -713,9 +751,10 @@ impl Credit {
             }
             return;
         }
-        let mut mask = CpuSet::new();
+        // At most one pCPU is tickled (Xen's mask holds one).
+        let mut tickled = None;
         if cur_pri == PRI_IDLE || (self.idlers.is_empty() && new_pri > cur_pri) {
-            mask.insert(cpu);
+            tickled = Some(cpu);
         } else if !self.idlers.is_empty() {
             // The next idler after the last one tickled, in `t`'s affinity.
             let mut suitable = [0u64; WORDS];
@@ -725,16 +764,16 @@ impl Credit {
             match cycle_visit(&suitable[..self.nw], self.last_tickle, |_| true) {
                 None => {
                     if new_pri > cur_pri {
-                        mask.insert(cpu);
+                        tickled = Some(cpu);
                     }
                 }
                 Some(c) => {
                     self.last_tickle = c;
-                    mask.insert(c);
+                    tickled = Some(c);
                 }
             }
         }
-        for c in mask.iter() {
+        if let Some(c) = tickled {
             self.set_idle(c, false);
             fx.resched(c);
         }
@@ -835,9 +874,17 @@ impl Credit {
         self.runq_sort_last[cpu.idx()] = self.runq_sort;
         let pri = &self.pri;
         let q = &mut self.runq[cpu.idx()];
-        let (mut hi, lo): (Vec<TaskId>, Vec<TaskId>) = q.iter().partition(|t| pri[t.idx()] >= PRI_UNDER);
-        hi.extend(lo);
-        *q = hi;
+        // A stable partition with no allocation: the OVER vCPUs set aside in order.
+        let over = &mut self.sort_scratch;
+        over.clear();
+        q.retain(|&t| {
+            let keep = pri[t.idx()] >= PRI_UNDER;
+            if !keep {
+                over.push(t);
+            }
+            keep
+        });
+        q.extend_from_slice(over);
     }
 
     /// Xen `csched_load_balance`: steal the first strictly-higher-priority,
@@ -849,27 +896,20 @@ impl Credit {
     /// and visited in `cycle` order, so a steal touches only peers that may
     /// have something to give, with no set built.
     pub fn steal(&mut self, v: &SysView, cpu: CpuId, pri: i8) -> Option<TaskId> {
-        let topo = v.topo;
         let nw = self.nw;
+        // Only a peer with an UNDER-or-better vCPU queued can have one better than OVER.
+        let k = (pri >= PRI_OVER) as usize;
         let mut workers = [0u64; WORDS];
-        let mut any = 0;
         for (i, w) in workers[..nw].iter_mut().enumerate() {
-            *w = self.overloaded.word(i) & !self.idlers.word(i);
-            if pri >= PRI_OVER {
-                // Only a peer with an UNDER-or-better vCPU queued can have a better one.
-                *w &= self.q_under.word(i);
-            }
-            if i == cpu.idx() / 64 {
-                *w &= !(1u64 << (cpu.idx() % 64));
-            }
-            any |= *w;
+            *w = self.cand[k].word(i);
         }
-        if any == 0 {
+        workers[cpu.idx() / 64] &= !(1u64 << (cpu.idx() % 64));
+        if workers[..nw].iter().all(|w| *w == 0) {
             return None;
         }
         if self.p.profile == Profile::Xen40 {
             // One pass over the workers from cpu + 1.
-            return self.steal_visit(v, &workers[..nw], cpu, cpu, pri).map(|(_, t)| t);
+            return self.steal_visit(v, &workers[..nw], 0, cpu, cpu, pri).map(|(_, t)| t);
         }
         // The nodes with a candidate, from cpu's own node on, cyclically (`cycle`
         // after the node before it); in each, the peers from the node's bias on.
@@ -877,36 +917,52 @@ impl Credit {
         let node = self.node_of[cpu.idx()] as usize;
         let before = CpuId(if node == 0 { nnodes - 1 } else { node - 1 } as u32);
         // A copy: a failed visit may tighten a peer's bound, and its node's bit, meanwhile.
-        let with = &self.nodes_with[(pri >= PRI_OVER) as usize];
+        let with = &self.nodes_with[k];
         let mut nodes = [0u64; WORDS];
         nodes[..with.len()].copy_from_slice(with);
         let nodes = &nodes[..with.len()];
         let mut got = None;
         cycle_visit(nodes, before, |n| {
-            let set = &topo.numa_nodes[n.idx()];
+            let sp = self.node_span[n.idx()];
+            let (lo, len, off) = (sp.lo as usize, sp.n as usize, sp.off as usize);
+            // The node's peers, as words `lo..lo + len`: visited from the bias on
+            // (all of them in order when the bias lies outside these words).
+            let (base, span) = (lo * 64, len * 64);
+            let b = sp.bias.idx();
+            let from = CpuId(if b >= base && b < base + span { b - base } else { span - 1 } as u32);
             let mut w = [0u64; WORDS];
-            for (i, x) in w[..nw].iter_mut().enumerate() {
-                *x = workers[i] & set.word(i);
+            for (j, x) in w[..len].iter_mut().enumerate() {
+                *x = workers[lo + j] & self.node_mask[off + j];
             }
-            got = self.steal_visit(v, &w[..nw], self.balance_bias[n.idx()], cpu, pri).map(|(peer, t)| (n, peer, t));
+            got = self.steal_visit(v, &w[..len], base, from, cpu, pri).map(|(peer, t)| (n, peer, t));
             got.is_some()
         });
         let (n, peer, t) = got?;
-        self.balance_bias[n.idx()] = peer;
+        self.node_span[n.idx()].bias = peer;
         Some(t)
     }
 
-    /// Try the peers of the bitmask `peers` in `cycle` order after `from`
-    /// (those whose queue bound beats `pri`): the first vCPU stolen, and from whom.
-    fn steal_visit(&mut self, v: &SysView, peers: &[u64], from: CpuId, cpu: CpuId, pri: i8) -> Option<(CpuId, TaskId)> {
+    /// Try the peers of the bitmask `peers` (CPU `base + i` at bit `i`) in
+    /// `cycle` order after `from` (relative to `base`), those whose queue
+    /// bound beats `pri`: the first vCPU stolen, and from whom.
+    fn steal_visit(
+        &mut self,
+        v: &SysView,
+        peers: &[u64],
+        base: usize,
+        from: CpuId,
+        cpu: CpuId,
+        pri: i8,
+    ) -> Option<(CpuId, TaskId)> {
         let mut got = None;
-        let peer = cycle_visit(peers, from, |peer| {
+        let peer = cycle_visit(peers, from, |p| {
+            let peer = CpuId((base + p.idx()) as u32);
             if self.q_hi[peer.idx()] > pri {
                 got = self.steal_from(v, peer, cpu, pri);
             }
             got.is_some()
         })?;
-        got.map(|t| (peer, t))
+        got.map(|t| (CpuId((base + peer.idx()) as u32), t))
     }
 
     fn steal_from(&mut self, v: &SysView, peer: CpuId, cpu: CpuId, pri: i8) -> Option<TaskId> {
@@ -970,14 +1026,13 @@ impl Credit {
         let head = self.runq_head(cpu);
         let head_pri = head.map(|t| self.pri[t.idx()]).unwrap_or(PRI_IDLE);
         let next = if head_pri > PRI_OVER {
-            let t = head.expect("head");
-            self.runq_remove_raw(t);
-            Some(t)
+            self.runq_remove_at(cpu, 0);
+            head
         } else if let Some(s) = self.steal(v, cpu, head_pri) {
             Some(s)
-        } else if let Some(t) = head {
-            self.runq_remove_raw(t);
-            Some(t)
+        } else if head.is_some() {
+            self.runq_remove_at(cpu, 0);
+            head
         } else {
             None
         };
@@ -1064,8 +1119,18 @@ impl Credit {
     pub fn invariant_violation(&self, v: &SysView) -> Option<String> {
         let mut queued = 0usize;
         for (c, q) in self.runq.iter().enumerate() {
-            if self.q_under.contains(CpuId(c as u32)) != (self.q_hi[c] >= PRI_UNDER) {
-                return Some(format!("q_under of cpu{c} disagrees with its bound {}", self.q_hi[c]));
+            let cpu = CpuId(c as u32);
+            let f = self.flags[c];
+            let bit = |on: bool, flag: u8| if on { flag } else { 0 };
+            let want = bit(self.nr_runnable[c] > 1, F_OVERLOADED)
+                | bit(self.idlers.contains(cpu), F_IDLE)
+                | bit(self.q_hi[c] >= PRI_UNDER, F_Q_UNDER);
+            if f != want {
+                return Some(format!("flags of cpu{c} are {f:#x}, its state says {want:#x}"));
+            }
+            let cand = Self::candidate(f);
+            if cand != [self.cand[0].contains(cpu), self.cand[1].contains(cpu)] {
+                return Some(format!("cpu{c} is a steal candidate {cand:?} but not in the candidate bitmaps"));
             }
             let running = v.curr[c].is_some() as u32;
             if self.nr_runnable[c] != q.len() as u32 + running {
@@ -1094,8 +1159,7 @@ impl Credit {
         }
         let mut cand = vec![[0u32; 2]; self.node_cand.len()];
         for c in 0..self.runq.len() {
-            let cpu = CpuId(c as u32);
-            let [a, b] = self.candidate(cpu);
+            let [a, b] = Self::candidate(self.flags[c]);
             let n = self.node_of[c] as usize;
             cand[n][0] += a as u32;
             cand[n][1] += b as u32;
