@@ -31,6 +31,21 @@
 //! moved 5.8 keys per pop, base 16 moves 3.1 (45.6 M moves → 24.8 M in 7.9 M
 //! pops), for about 1.5 % of the run's CPU time.
 //!
+//! Lanes: ticks and slice ends are planned at a fixed distance from the
+//! instant that plans them (a tick one period after the last, on the
+//! period's grid; a slice end one slice after a switch), so nearly all come
+//! in key order, and each kind keeps them in a FIFO of its own, a *lane*; one
+//! planned before its lane's tail (a tick owed at a stall's end, a slice end
+//! re-armed or deferred) goes to the heap. A pop takes the least of the two
+//! lanes' heads and the heap's least key. A lane key taken becomes the
+//! heap's `last` too: no stored key is less, and only the lowest bucket can
+//! hold keys that now differ from `last` first at a lower digit (any other
+//! bucket's keys would be less than that lane key), so only it may have to
+//! move down (`RadixHeap::advance`). In XL every busy CPU's tick falls on
+//! the same grid instants: a few hundred keys of one time that the heap
+//! sorted digit by digit of their sequence numbers, which the lane holds
+//! in order already.
+//!
 //! The queue knows the run's horizon, the key of its `End` event: an event
 //! keyed after it can never run, so it is not stored (a completion planned an
 //! hour ahead in a 60 s run costs nothing). Stale events (a compute segment
@@ -41,6 +56,7 @@
 //! of the engine: every other room schedules events through this one.
 
 use ampsched_model::{CpuId, Nanos, TaskId};
+use std::collections::VecDeque;
 
 /// An event kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,6 +150,9 @@ pub(crate) fn key_time(k: Key) -> Nanos {
 /// Timed events, earliest first; among equal times, first scheduled first.
 pub(crate) struct EventQueue {
     heap: RadixHeap,
+    /// Ticks (`[0]`) and slice ends (`[1]`) planned in key order, each a FIFO
+    /// (see the module essay's lanes); one out of order goes to the heap.
+    lanes: [VecDeque<Key>; 2],
     seq: u64,
     /// Events keyed after this never run and are not stored.
     horizon: Key,
@@ -143,7 +162,13 @@ pub(crate) struct EventQueue {
 
 impl Default for EventQueue {
     fn default() -> Self {
-        EventQueue { heap: RadixHeap::default(), seq: 0, horizon: Key::MAX, peak: 0 }
+        EventQueue {
+            heap: RadixHeap::default(),
+            lanes: [VecDeque::new(), VecDeque::new()],
+            seq: 0,
+            horizon: Key::MAX,
+            peak: 0,
+        }
     }
 }
 
@@ -163,7 +188,7 @@ impl EventQueue {
             return false;
         }
         self.heap.push(key);
-        self.peak = self.peak.max(self.heap.len);
+        self.peak = self.peak.max(self.len());
         true
     }
 
@@ -171,7 +196,24 @@ impl EventQueue {
     #[inline]
     pub(crate) fn push(&mut self, t: Nanos, ev: Ev) -> Key {
         let k = self.key(t, ev);
-        self.insert(k);
+        let lane = match ev {
+            Ev::Tick(_) => 0,
+            Ev::SliceEnd(_) => 1,
+            _ => {
+                self.insert(k);
+                return k;
+            }
+        };
+        if k > self.horizon {
+            return k;
+        }
+        let q = &mut self.lanes[lane];
+        if q.back().is_none_or(|&b| b < k) {
+            q.push_back(k);
+        } else {
+            self.heap.push(k);
+        }
+        self.peak = self.peak.max(self.len());
         k
     }
 
@@ -189,15 +231,25 @@ impl EventQueue {
     /// The next event, its key and its time.
     #[inline]
     pub(crate) fn pop(&mut self) -> Option<(Key, Nanos, Ev)> {
-        let k = self.heap.pop()?;
+        // The lanes' least head, then the heap's least if it is earlier.
+        let [a, b] = [0, 1].map(|i| self.lanes[i].front().copied().unwrap_or(Key::MAX));
+        let (lane, head) = if a < b { (0, a) } else { (1, b) };
+        let k = match self.heap.pop_before(head) {
+            Some(k) => k,
+            None if head == Key::MAX => return None,
+            None => {
+                self.lanes[lane].pop_front();
+                self.heap.advance(head);
+                head
+            }
+        };
         Some((k, key_time(k), Ev::decode(k as u64)))
     }
 
     /// Entries held now.
     #[inline]
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.heap.len
+        self.heap.len + self.lanes[0].len() + self.lanes[1].len()
     }
 }
 
@@ -258,20 +310,37 @@ impl RadixHeap {
         Some(w * 64 + self.used[w].trailing_zeros() as usize)
     }
 
-    #[inline]
+    /// The least key, if any.
+    #[cfg(test)]
     fn pop(&mut self) -> Option<Key> {
+        self.pop_before(Key::MAX)
+    }
+
+    /// The least key if it is less than `bound` (a key not stored here), else
+    /// nothing (and nothing changes).
+    #[inline]
+    fn pop_before(&mut self, bound: Key) -> Option<Key> {
         let b = self.lowest()?;
-        self.len -= 1;
-        self.used[b / 64] &= !(1 << (b % 64));
         let bucket = &mut self.buckets[b];
         if bucket.len() == 1 {
             // The common case: one key there, nothing to move.
-            let k = bucket.pop().expect("a used bucket");
+            let k = bucket[0];
+            if k > bound {
+                return None;
+            }
+            bucket.clear();
+            self.used[b / 64] &= !(1 << (b % 64));
+            self.len -= 1;
             self.last = k;
             return Some(k);
         }
+        let m = bucket.iter().copied().min().expect("a used bucket");
+        if m > bound {
+            return None;
+        }
+        self.len -= 1;
+        self.used[b / 64] &= !(1 << (b % 64));
         let mut keys = std::mem::take(bucket);
-        let m = keys.iter().copied().min().expect("a used bucket");
         self.last = m;
         // The others now differ from `m` first at a lower digit: each goes to a lower bucket.
         for &k in &keys {
@@ -284,6 +353,32 @@ impl RadixHeap {
         keys.clear();
         self.buckets[b] = keys;
         Some(m)
+    }
+
+    /// A key `k` less than every key stored (and greater than `last`) was
+    /// taken from elsewhere (a lane): it becomes `last`. Only the lowest
+    /// bucket can hold keys whose highest digit differing from `k` is lower
+    /// than from the old `last` (module essay), and only if `k` has that
+    /// bucket's digit; those keys move down, relative to `k`.
+    #[inline]
+    fn advance(&mut self, k: Key) {
+        debug_assert!(k > self.last, "a key taken before the last one");
+        if let Some(b) = self.lowest() {
+            let l = (b >> DIGIT_BITS) as u32;
+            if (k >> (l * DIGIT_BITS)) as usize & (RADIX - 1) == b & (RADIX - 1) {
+                self.used[b / 64] &= !(1 << (b % 64));
+                let mut keys = std::mem::take(&mut self.buckets[b]);
+                for &x in &keys {
+                    debug_assert!(x > k, "a key taken from a lane after a stored one");
+                    let nb = Self::bucket(x, k);
+                    self.buckets[nb].push(x);
+                    self.mark(nb);
+                }
+                keys.clear();
+                self.buckets[b] = keys;
+            }
+        }
+        self.last = k;
     }
 }
 
@@ -396,6 +491,54 @@ mod tests {
         }
         assert!(popped > 2000);
         assert_eq!(q.len(), reference.len());
+    }
+
+    #[test]
+    fn a_key_taken_from_a_lane_moves_the_lowest_bucket_down_when_it_shares_its_digit() {
+        // Keys 0x15 and 0x17 sit in bucket 16 + 1 (digit 1 is 1, last = 0). A
+        // lane's 0x14 comes first: relative to it they differ first at digit
+        // 0, so they move to buckets 5 and 7; a later push of 0x16 (bucket 6
+        // relative to 0x14) then pops between them. Without the move 0x16
+        // would pop before 0x15.
+        let mut h = RadixHeap::default();
+        h.push(0x15);
+        h.push(0x17);
+        assert_eq!(h.pop_before(0x14), None);
+        h.advance(0x14);
+        assert_eq!(h.used[0], 1 << 5 | 1 << 7);
+        h.push(0x16);
+        assert_eq!((h.pop(), h.pop(), h.pop(), h.pop()), (Some(0x15), Some(0x16), Some(0x17), None));
+        // A lane key with another digit there leaves the bucket as it is:
+        // 0x25 and 0x27 (bucket 16 + 2) stay put when 0x1f is taken.
+        for k in [0x25u128, 0x27] {
+            h.push(k);
+        }
+        h.advance(0x1f);
+        assert_eq!(h.used[0], 1 << 18);
+        assert_eq!((h.pop(), h.pop()), (Some(0x25), Some(0x27)));
+    }
+
+    #[test]
+    fn ticks_out_of_their_lanes_order_go_to_the_heap() {
+        // Ticks at 10, 20 (in order: the lane), then one at 15 (before the
+        // lane's tail: the heap); a slice end at 12 in its own lane. All pop in time order.
+        let mut q = EventQueue::default();
+        q.push(Nanos(10), Ev::Tick(CpuId(0)));
+        q.push(Nanos(20), Ev::Tick(CpuId(1)));
+        q.push(Nanos(15), Ev::Tick(CpuId(2)));
+        q.push(Nanos(12), Ev::SliceEnd(CpuId(0)));
+        q.push(Nanos(11), Ev::Stats);
+        assert_eq!((q.lanes[0].len(), q.lanes[1].len(), q.heap.len), (2, 1, 2));
+        assert_eq!(
+            drain(&mut q),
+            vec![
+                (10, Ev::Tick(CpuId(0))),
+                (11, Ev::Stats),
+                (12, Ev::SliceEnd(CpuId(0))),
+                (15, Ev::Tick(CpuId(2))),
+                (20, Ev::Tick(CpuId(1)))
+            ]
+        );
     }
 
     #[test]
