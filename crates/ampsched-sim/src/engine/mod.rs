@@ -168,6 +168,10 @@ pub struct Sim {
     bus: Option<Box<bus::Bus>>,
 }
 
+/// Distinct programs a new one is compared with when a run is built (`Sim::new`): a
+/// bound on that work when every task runs a program of its own.
+const RECENT_PROGRAMS: usize = 16;
+
 /// Events between two calls of a progress watcher (a power of two: a mask test per event).
 const PROGRESS_EVERY: u64 = 1 << 16;
 
@@ -185,15 +189,23 @@ impl Sim {
             group_size[g] += 1;
         }
         let mut tasks: Vec<Task> = cfg.tasks.iter().map(|ti| Task::new(ti, nclass)).collect();
-        // One program allocation per run of equal programs (a domain's vCPUs), and one
-        // table of sync-object indices per program and group.
+        // One program allocation per distinct program among the last `RECENT_PROGRAMS`
+        // met (every domain's vCPUs running one template share theirs, whatever the
+        // domain: their ops stay in the first-level cache), and one table of
+        // sync-object indices per program and group.
         let mut index = BTreeMap::new();
         let mut tables: BTreeMap<(usize, u32), Arc<[[u32; 2]]>> = BTreeMap::new();
-        for i in 0..tasks.len() {
-            if i > 0 && !Arc::ptr_eq(&tasks[i].prog, &tasks[i - 1].prog) && tasks[i].prog == tasks[i - 1].prog {
-                tasks[i].prog = tasks[i - 1].prog.clone();
+        let mut recent: VecDeque<Arc<ampsched_model::Program>> = VecDeque::new();
+        for tk in &mut tasks {
+            match recent.iter().position(|r| Arc::ptr_eq(r, &tk.prog) || *r == tk.prog) {
+                Some(j) => tk.prog = recent[j].clone(),
+                None => {
+                    if recent.len() == RECENT_PROGRAMS {
+                        recent.pop_back();
+                    }
+                    recent.push_front(tk.prog.clone());
+                }
             }
-            let tk = &mut tasks[i];
             let key = (Arc::as_ptr(&tk.prog) as usize, tk.group);
             tk.sync =
                 tables.entry(key).or_insert_with(|| sync::resolve(&tk.prog.ops, tk.group, &mut index).into()).clone();

@@ -560,3 +560,28 @@ fn an_idle_cpu_inside_a_stall_is_woken_at_once() {
         assert_eq!(done_ms(&r.tasks[0]), 15.5, "stall = {stall}");
     }
 }
+
+#[test]
+fn equal_programs_share_one_allocation_across_domains_and_keep_their_groups_objects() {
+    // Tasks 0-3 run A, B, A, B (four allocations); 0 and 1 are sync group 0,
+    // 2 and 3 group 1. The run keeps one A and one B; the objects are
+    // numbered as met: group 0's lock 1 is object 0, its barrier 0 object 1,
+    // group 1's lock and barrier objects 2 and 3.
+    let a = vec![Op::Lock { id: 1, wait: Wait::Block }, Op::Unlock { id: 1 }, Op::End];
+    let b = vec![Op::Barrier { id: 0, wait: Wait::Block }, Op::End];
+    let mut cfg = config(machine(&[1.0]), vec![a.clone(), b.clone(), a, b], Nanos::MAX);
+    for (i, t) in cfg.tasks.iter_mut().enumerate() {
+        t.group = i as u32 / 2;
+    }
+    assert!(!Arc::ptr_eq(&cfg.tasks[0].program, &cfg.tasks[2].program));
+    let sim = Sim::new(cfg);
+    let tk = &sim.tasks;
+    assert!(Arc::ptr_eq(&tk[0].prog, &tk[2].prog) && Arc::ptr_eq(&tk[1].prog, &tk[3].prog));
+    assert!(!Arc::ptr_eq(&tk[0].prog, &tk[1].prog));
+    let none = sync::NONE;
+    assert_eq!(&*tk[0].sync, &[[0, none], [0, none], [none, none]]);
+    assert_eq!(&*tk[1].sync, &[[1, none], [none, none]]);
+    assert_eq!(&*tk[2].sync, &[[2, none], [2, none], [none, none]]);
+    assert_eq!(&*tk[3].sync, &[[3, none], [none, none]]);
+    assert_eq!(sim.sync.len(), 4);
+}
