@@ -51,6 +51,24 @@
 //! 17:42 UTC after the evening's (the study's memory bus, NPB's real barrier
 //! counts: aash 2.2, cosched 1.8, capability 32.7, study 5.3 s; load 3.9,
 //! not a quiet window); issue 19's target: ≤ 60 s.
+//! At 20:00 UTC (quiet window, load 1.2 → 1.4; 4 interleaved pairs of
+//! `ampsched bench --case L --case XL --bound`, this build against main
+//! with credit's steal bitmaps, 6c6b477) ticks and slice ends in FIFO lanes
+//! beside the radix heap (`engine::clock`) and equal programs sharing one
+//! allocation across domains (`Sim::new`) took XL from 157-171 ns per
+//! event (median 161.5) to 150-166 ns (median 157; pair by pair 0.91-1.02,
+//! median 0.97; ratio to the bound 0.20-0.23; 42.1-46.7 simulated s per CPU
+//! s) and L from 143-162 ns (median 151) to 145-155 ns (median 146; pair by
+//! pair 0.95-1.02, median 0.97; ratio 0.19-0.20). Whole `bench --child`
+//! processes, interleaved, loaded machine (load 2-8): the lanes 0.976 of
+//! their parent's CPU time in XL (8 pairs), the shared programs 0.956 in XL
+//! (10 pairs) and 0.983 in L (8 pairs); a line-aligned task and CPU layout
+//! (`align(64)`, hot fields first) measured 1.00 and was not kept. The
+//! 64-CPU always-runnable case holds 131 queue entries after 60 s and
+//! after 600 s. All four reproductions in turn took 25.4 s (aash 2.0,
+//! cosched 1.4, capability 18.8, study 3.2 s; capability's one-way-move
+//! fix, 92d134f, shortened its runs). Issue 19's ratio and speed targets
+//! are still not met.
 
 use crate::library::Library;
 use crate::scenario::{Scenario, ScenarioError};

@@ -44,7 +44,8 @@
 //! move down (`RadixHeap::advance`). In XL every busy CPU's tick falls on
 //! the same grid instants: a few hundred keys of one time that the heap
 //! sorted digit by digit of their sequence numbers, which the lane holds
-//! in order already.
+//! in order already (XL: 0.976 of the CPU time without lanes, 8 interleaved
+//! pairs of whole runs).
 //!
 //! The queue knows the run's horizon, the key of its `End` event: an event
 //! keyed after it can never run, so it is not stored (a completion planned an
