@@ -29,7 +29,9 @@
 #
 # Figures (docs/agent.md): (r) and (s) of 27 Nov 08:39 (quiet window, load 1.6-2.0, 7 runs):
 #   (r) per run p50 median 85 us, p99 median 321 us, worst run's p99 681 us
-#   (s) true +1.7 ms, sleep 0.05 +2.5 ms (medians of 28 interleaved pairs)
+#   (s) true +1.7 ms, sleep 0.05 +2.5 ms (medians of 28 interleaved pairs);
+#   again 27 Nov 20:05-20:08 (quiet windows, load 2.4-3.3): (r) p99 median 345 / 233 us over two
+#   sets of 7 runs, worst run's p99 3.66 ms / 1.04 ms; (s) true +2.0 ms, sleep 0.05 +2.7 ms
 # (a), (b), (e), (c) were measured for the first agent and not reproduced since (the suite
 # below replaces them); (d) 64 threads 155 us/period, 0.70 % of one CPU; 256 threads 357 us.
 # BENCH_AGENT_PREBUILT=1 skips the build (inside a window that pauses other sessions' cargo).
