@@ -157,6 +157,8 @@ pub struct Sim {
     /// Fast CPU idle while a slow CPU is busy.
     fisb: FastIdleSlowBusy,
     last_place: Nanos,
+    /// The placer's last snapshot: its vectors are filled anew each period, not allocated.
+    snap: ampsched_policy::Snapshot,
     placer_changes: u64,
     finished: bool,
     truncated: bool,
@@ -261,6 +263,7 @@ impl Sim {
             series: Series::new(nd, nclass),
             fisb: FastIdleSlowBusy::new(idle_fast, asymmetric),
             last_place: Nanos::ZERO,
+            snap: ampsched_policy::Snapshot::default(),
             placer_changes: 0,
             finished: false,
             truncated: false,

@@ -72,71 +72,69 @@ impl Sim {
                 self.settle(TaskId(i as u32));
             }
         }
-        let mut nr_running = vec![0u32; self.cpus.len()];
+        // The snapshot's vectors are kept from one period to the next: filled anew, not allocated.
+        let mut snap = std::mem::take(&mut self.snap);
+        snap.now = now;
+        snap.period = now - self.last_place;
+        snap.cpus.clear();
+        snap.cpus.extend(self.cpus.iter().enumerate().map(|(i, c)| CpuSample {
+            id: CpuId(i as u32),
+            busy: Nanos(fixed::round_ns(c.p_busy)),
+            idle: Nanos(fixed::round_ns(c.p_idle)),
+            noise: Nanos(fixed::round_ns(c.p_noise)),
+            nr_running: 0,
+        }));
         for t in &self.tasks {
             match t.st {
-                St::Running(c) => nr_running[c.idx()] += 1,
+                St::Running(c) => snap.cpus[c.idx()].nr_running += 1,
                 St::Runnable => {
                     if let Some(c) = t.last_cpu {
-                        nr_running[c.idx()] += 1;
+                        snap.cpus[c.idx()].nr_running += 1;
                     }
                 }
                 _ => {}
             }
         }
-        let snap = Snapshot {
-            now,
-            period: now - self.last_place,
-            cpus: self
-                .cpus
-                .iter()
-                .enumerate()
-                .map(|(i, c)| CpuSample {
-                    id: CpuId(i as u32),
-                    busy: Nanos(fixed::round_ns(c.p_busy)),
-                    idle: Nanos(fixed::round_ns(c.p_idle)),
-                    noise: Nanos(fixed::round_ns(c.p_noise)),
-                    nr_running: nr_running[i],
-                })
-                .collect(),
-            tasks: self
-                .tasks
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| !t.idle_vcpu)
-                .map(|(i, t)| TaskSample {
-                    id: TaskId(i as u32),
-                    domain: t.domain,
-                    vcpu: self.views[i].vcpu,
-                    active: t.period_active,
-                    state: match t.st {
-                        St::Running(_) => TaskState::Running,
-                        St::Runnable => TaskState::Runnable,
-                        St::Done => TaskState::Done,
-                        _ => TaskState::Blocked,
-                    },
-                    run_by_class: t.period_run.iter().map(|x| Nanos(*x)).collect(),
-                    cpu: match t.st {
-                        St::Running(c) => Some(c),
-                        _ => t.last_cpu,
-                    },
-                    allowed: self.own[i],
-                    affinity: self.views[i].affinity,
-                    ws_kb: t.ws_kb,
-                })
-                .collect(),
-            domains: self
-                .domains
-                .iter()
-                .enumerate()
-                .map(|(i, d)| DomainSample {
-                    id: DomainId(i as u32),
-                    weight: d.weight,
-                    priority: d.priority,
-                    fast_vcpus: d.fast_vcpus.clone(),
-                })
-                .collect(),
-        };
+        let mut k = 0;
+        for (i, t) in self.tasks.iter().enumerate().filter(|(_, t)| !t.idle_vcpu) {
+            let mut run_by_class =
+                snap.tasks.get_mut(k).map(|s| std::mem::take(&mut s.run_by_class)).unwrap_or_default();
+            run_by_class.clear();
+            run_by_class.extend(t.period_run.iter().map(|x| Nanos(*x)));
+            let sample = TaskSample {
+                id: TaskId(i as u32),
+                domain: t.domain,
+                vcpu: self.views[i].vcpu,
+                active: t.period_active,
+                state: match t.st {
+                    St::Running(_) => TaskState::Running,
+                    St::Runnable => TaskState::Runnable,
+                    St::Done => TaskState::Done,
+                    _ => TaskState::Blocked,
+                },
+                run_by_class,
+                cpu: match t.st {
+                    St::Running(c) => Some(c),
+                    _ => t.last_cpu,
+                },
+                allowed: self.own[i],
+                affinity: self.views[i].affinity,
+                ws_kb: t.ws_kb,
+            };
+            match snap.tasks.get_mut(k) {
+                Some(s) => *s = sample,
+                None => snap.tasks.push(sample),
+            }
+            k += 1;
+        }
+        snap.tasks.truncate(k);
+        snap.domains.clear();
+        snap.domains.extend(self.domains.iter().enumerate().map(|(i, d)| DomainSample {
+            id: DomainId(i as u32),
+            weight: d.weight,
+            priority: d.priority,
+            fast_vcpus: d.fast_vcpus.clone(),
+        }));
         let mut changes: Vec<AffinityChange> = Vec::new();
         match self.gate.as_deref_mut() {
             Some(g) => {
@@ -157,6 +155,7 @@ impl Sim {
         self.last_place = now;
         let per = placer.period();
         self.placer = Some(placer);
+        self.snap = snap;
         self.apply_changes(&changes);
         self.push(now + per, Ev::Place);
     }
