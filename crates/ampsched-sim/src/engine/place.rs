@@ -97,33 +97,43 @@ impl Sim {
         }
         let mut k = 0;
         for (i, t) in self.tasks.iter().enumerate().filter(|(_, t)| !t.idle_vcpu) {
-            let mut run_by_class =
-                snap.tasks.get_mut(k).map(|s| std::mem::take(&mut s.run_by_class)).unwrap_or_default();
-            run_by_class.clear();
-            run_by_class.extend(t.period_run.iter().map(|x| Nanos(*x)));
-            let sample = TaskSample {
-                id: TaskId(i as u32),
-                domain: t.domain,
-                vcpu: self.views[i].vcpu,
-                active: t.period_active,
-                state: match t.st {
-                    St::Running(_) => TaskState::Running,
-                    St::Runnable => TaskState::Runnable,
-                    St::Done => TaskState::Done,
-                    _ => TaskState::Blocked,
-                },
-                run_by_class,
-                cpu: match t.st {
-                    St::Running(c) => Some(c),
-                    _ => t.last_cpu,
-                },
-                allowed: self.own[i],
-                affinity: self.views[i].affinity,
-                ws_kb: t.ws_kb,
+            let state = match t.st {
+                St::Running(_) => TaskState::Running,
+                St::Runnable => TaskState::Runnable,
+                St::Done => TaskState::Done,
+                _ => TaskState::Blocked,
             };
-            match snap.tasks.get_mut(k) {
-                Some(s) => *s = sample,
-                None => snap.tasks.push(sample),
+            let cpu = match t.st {
+                St::Running(c) => Some(c),
+                _ => t.last_cpu,
+            };
+            let run = t.period_run.iter().map(|x| Nanos(*x));
+            if k == snap.tasks.len() {
+                // The first period: a new sample.
+                snap.tasks.push(TaskSample {
+                    id: TaskId(i as u32),
+                    domain: t.domain,
+                    vcpu: self.views[i].vcpu,
+                    active: t.period_active,
+                    state,
+                    run_by_class: run.collect(),
+                    cpu,
+                    allowed: self.own[i],
+                    affinity: self.views[i].affinity,
+                    ws_kb: t.ws_kb,
+                });
+            } else {
+                // Every field set in place (a sample is two 128-byte masks and more: no
+                // moves); the pattern names them all, so a new field cannot be missed.
+                let TaskSample { id, domain, vcpu, active, state: st, run_by_class, cpu: on, allowed, affinity, ws_kb } =
+                    &mut snap.tasks[k];
+                (*id, *domain, *vcpu, *active, *st) =
+                    (TaskId(i as u32), t.domain, self.views[i].vcpu, t.period_active, state);
+                run_by_class.clear();
+                run_by_class.extend(run);
+                (*on, *ws_kb) = (cpu, t.ws_kb);
+                *allowed = self.own[i];
+                *affinity = self.views[i].affinity;
             }
             k += 1;
         }
