@@ -68,7 +68,14 @@
 //! after 600 s. All four reproductions in turn took 25.4 s (aash 2.0,
 //! cosched 1.4, capability 18.8, study 3.2 s; capability's one-way-move
 //! fix, 92d134f, shortened its runs). Issue 19's ratio and speed targets
-//! are still not met.
+//! are still not met. The studies' runs then spent about a tenth of their
+//! CPU time building the placer's snapshot each period (a vector per task
+//! and two 128-byte masks moved twice): kept from one period to the next
+//! and refilled in place (`Sim::run_placer`), `reproduce study --jobs 1`
+//! took 0.893 and then 0.962 of its CPU time (5 interleaved pairs each,
+//! load 1.6-2.1), and at 20:20 UTC (quiet window, load 1.4 → 1.7) the four
+//! reproductions in turn took 21.7 s against 23.3 s just before (aash 1.8,
+//! cosched 1.2, capability 16.3, study 2.4 s; outputs byte-identical).
 
 use crate::library::Library;
 use crate::scenario::{Scenario, ScenarioError};
