@@ -85,7 +85,7 @@ const TIME_CREDITS: ParamDoc = ParamDoc {
     name: "time_credits",
     kind: Kind::Bool { default: false },
     unit: "",
-    doc: "a fast grant lasts until its holders ran one period on fast CPUs (4 if a contender's working set exceeds the L2; credit carried)",
+    doc: "a fast grant lasts until its holders ran one period on fast CPUs (120 ms if a contender's working set exceeds the L2; credit carried)",
 };
 
 /// Parameters the `aash` placer sets differently on a real machine: there other load shares
@@ -127,8 +127,6 @@ pub struct AashPlacer {
     /// The grant being held and for how many periods it has been.
     held: Vec<ampsched_model::TaskId>,
     held_for: u32,
-    /// Periods of fast time the current grant is worth ([`grant_periods`]).
-    quantum: u32,
 }
 
 impl AashPlacer {
@@ -151,15 +149,14 @@ impl AashPlacer {
             credit: Vec::new(),
             held: Vec::new(),
             held_for: 0,
-            quantum: 1,
         }
     }
 
-    /// Time credits: charge last period's fast run time and say whether the held grant stays.
-    fn keep_grant(&mut self, topo: &Topology, snap: &Snapshot, fast: &ampsched_model::CpuSet) -> bool {
-        self.quantum = grant_periods(topo, snap, self.period);
+    /// Time credits: charge last period's fast run time and say whether the held grant stays
+    /// (`quantum`: the periods of fast time a grant is worth, [`grant_periods`]).
+    fn keep_grant(&mut self, topo: &Topology, snap: &Snapshot, fast: &ampsched_model::CpuSet, quantum: u32) -> bool {
         let p = self.period.0 as i64;
-        let cap = p * self.quantum as i64;
+        let cap = p * quantum as i64;
         let fast_classes: Vec<usize> = fast.iter().map(|c| topo.cpus[c.idx()].class).collect();
         for t in &snap.tasks {
             if self.credit.len() <= t.id.idx() {
@@ -174,7 +171,7 @@ impl AashPlacer {
             let c = &mut self.credit[t.id.idx()];
             *c = (*c - ran as i64).clamp(-cap, cap);
         }
-        if self.held.is_empty() || self.held_for >= self.quantum + MAX_HOLD_PERIODS - 1 {
+        if self.held.is_empty() || self.held_for >= quantum + MAX_HOLD_PERIODS - 1 {
             return false;
         }
         let mut sum = 0i64;
@@ -222,13 +219,14 @@ impl Placer for AashPlacer {
                 eligible: true,
             })
             .collect();
-        let g = if self.time_credits && self.keep_grant(topo, snap, &fast) {
+        let quantum = if self.time_credits { grant_periods(topo, snap, self.period) } else { 1 };
+        let g = if self.time_credits && self.keep_grant(topo, snap, &fast, quantum) {
             self.held_for += 1;
             crate::fastqueue::Grant { fast: self.held.clone(), order: Vec::new(), high: Vec::new() }
         } else {
             let g = self.fq.distribute(fast.len(), &vcpus, &doms);
             if self.time_credits {
-                let cap = self.period.0 as i64 * self.quantum as i64;
+                let cap = self.period.0 as i64 * quantum as i64;
                 for id in &g.fast {
                     let c = &mut self.credit[id.idx()];
                     *c = (*c + cap).clamp(-cap, cap);
