@@ -151,7 +151,7 @@ fn competitive_npb_finishes_every_run_and_cache_differs_from_fifo() {
     // IRQs, so the machine does at best (3 + 0.6) × 2.0755 = 7.47 s of work per second: 493.1 / 7.47 = 66.0 s.
     // A poller gives a working rank on its CPU the turn once its vruntime catches up, so the runs stay within 2× of
     // that bound (pure spinning, each poller burning its whole slice, took ≈ 1 100 s with the library's earlier,
-    // finer barriers; ≈ 103 s with NPB's own counts, the capability arms ≈ 261 s).
+    // finer barriers; ≈ 103 s with NPB's own counts, the capability arms ≈ 99 s).
     let t = get("dynamic", "runqueue", "completion_s");
     assert!((66.0..=132.0).contains(&t), "dynamic runqueue {t} s");
     // The seven kernels' working sets differ (1024 .. 110080 KiB): cache selection moves other tasks than FIFO,
