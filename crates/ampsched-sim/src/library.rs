@@ -38,6 +38,12 @@
 //! - `blocked-lu`: SPLASH-2 LU as lu.c runs it — N/B block steps, 2 barriers
 //!   each, the diagonal factorised by its owner, the rest by 2-D scatter
 //!   ownership, interior work shrinking quadratically (see `build_blocked_lu`).
+//! - `frame-encoder`: a threaded H.264 encoder — a master pre-processes and
+//!   commits frames, a frame's slices are issued once its reference frames are
+//!   encoded, and any worker takes the next slice (see `build_frame_encoder`).
+//! - `parallel-make`: `make -jN` — a serial configure, per directory compile
+//!   jobs taken by free slots then a serial archive, a serial final link (see
+//!   `build_parallel_make`).
 //!
 //! Invariants. Every program ends with `End` and passes [`Program::validate`];
 //! barriers involve every thread of the group (every thread's program passes
@@ -117,6 +123,8 @@ enum Template {
     ClosedServer,
     BlockedLu,
     Periodic,
+    FrameEncoder,
+    ParallelMake,
 }
 
 /// What values a parameter accepts.
@@ -165,6 +173,8 @@ const SCHEDULE_NAMES: &[&str] = &["static", "dynamic", "guided"];
 const MAX_TIME: f64 = 1e9;
 /// Largest loop count.
 const MAX_COUNT: u64 = u32::MAX as u64;
+/// Largest frame count of `frame-encoder` (its waves are listed in memory).
+const MAX_FRAMES: u64 = 1_000_000;
 /// Default spin limit of spin-then-block: 300 000 spins ≈ 2 ms, modern libgomp
 /// (docs/design/workloads.md); the NPB models set the pre-GCC-4.6 limit themselves.
 const DEFAULT_SPIN_LIMIT_US: f64 = ampsched_model::spec::DEFAULT_SPIN_LIMIT_US;
@@ -347,6 +357,40 @@ const PERIODIC_PARAMS: &[ParamDef] = &[
     OVERLAP,
 ];
 
+const FRAME_ENCODER_PARAMS: &[ParamDef] = &[
+    p("frames", int(1, MAX_FRAMES), Val::I(300), "frames of the input sequence"),
+    p("slices", int(1, MAX_COUNT), Val::I(18), "slices per frame, the unit a worker takes from the slice queue"),
+    p(
+        "b_frames",
+        int(0, MAX_COUNT),
+        Val::I(2),
+        "B frames between consecutive reference (I/P) frames (0 = IPPP: every frame references the one before)",
+    ),
+    p("slice_ms", positive(MAX_TIME), Val::F(4.0), "work of one P or B slice at speed 1.0, ms"),
+    p("i_slice_ms", positive(MAX_TIME), Val::F(2.0), "work of one slice of the first (I) frame, ms"),
+    p("input_ms", float(0.0, MAX_TIME), Val::F(0.5), "master thread: pre-processing of one input frame, ms"),
+    p("output_ms", float(0.0, MAX_TIME), Val::F(0.25), "master thread: committing one encoded frame to the stream, ms"),
+    WAIT,
+    SPIN_LIMIT,
+    MEM,
+    WS_KB,
+    OVERLAP,
+];
+
+const PARALLEL_MAKE_PARAMS: &[ParamDef] = &[
+    p("configure_ms", float(0.0, MAX_TIME), Val::F(500.0), "serial configure step before the build, ms"),
+    p("dirs", int(1, MAX_COUNT), Val::I(8), "directories built one after another (recursive make)"),
+    p("jobs_per_dir", int(1, MAX_COUNT), Val::I(50), "compile jobs in each directory, taken by free job slots"),
+    p("job_ms", positive(MAX_TIME), Val::F(50.0), "work of one compile job, ms"),
+    p("archive_ms", float(0.0, MAX_TIME), Val::F(20.0), "serial step closing each directory (ar / partial link), ms"),
+    p("link_ms", float(0.0, MAX_TIME), Val::F(300.0), "serial final link after the last directory, ms"),
+    WAIT,
+    SPIN_LIMIT,
+    MEM,
+    WS_KB,
+    OVERLAP,
+];
+
 /// Every template: (template, name, doc, parameters).
 const TEMPLATES: &[(Template, &str, &str, &[ParamDef])] = &[
     (
@@ -403,6 +447,18 @@ const TEMPLATES: &[(Template, &str, &str, &[ParamDef])] = &[
         "periodic",
         "background activity: each thread wakes every period (random first phase) and does a little work",
         PERIODIC_PARAMS,
+    ),
+    (
+        Template::FrameEncoder,
+        "frame-encoder",
+        "a slice-queue video encoder: frames issued when their references are encoded, slices taken by any worker",
+        FRAME_ENCODER_PARAMS,
+    ),
+    (
+        Template::ParallelMake,
+        "parallel-make",
+        "a parallel build: serial configure, per directory compile jobs taken by free slots then a serial step, link",
+        PARALLEL_MAKE_PARAMS,
     ),
 ];
 
@@ -627,6 +683,8 @@ fn build(t: Template, r: &Resolved, threads: u32) -> Result<Vec<Program>, ModelE
         Template::ClosedServer => build_closed_server(r, threads, m),
         Template::BlockedLu => build_blocked_lu(r, threads, m),
         Template::Periodic => build_periodic(r, threads, m),
+        Template::FrameEncoder => build_frame_encoder(r, threads, m),
+        Template::ParallelMake => build_parallel_make(r, threads, m),
     }
 }
 
@@ -1050,6 +1108,205 @@ fn build_closed_server(r: &Resolved, threads: u32, m: MemSpec) -> Result<Vec<Pro
         out.push(b.finish());
     }
     Ok(out)
+}
+
+/// One wave of `frame-encoder`: the frames issued together, because the
+/// reference frames they need are all encoded once the wave before is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Wave {
+    /// Frames in the wave.
+    frames: u64,
+    /// The first wave: the I frame alone.
+    intra: bool,
+}
+
+/// The waves of `frames` frames coded with `b` B frames between reference
+/// frames, in encoding order. Reference (anchor) frames are display frames
+/// 0, b+1, 2(b+1), … and the last frame; frame 0 is the I frame, every other
+/// anchor a P frame referencing the anchor before it, and the B frames
+/// between anchors j−1 and j reference both. So anchor j can be encoded once
+/// anchor j−1 is, and together with it the B frames between anchors j−2 and
+/// j−1, whose references are then both done: wave 0 = {I}, wave 1 = {P₁},
+/// wave j ≥ 2 = {B frames between anchors j−2 and j−1} ∪ {Pⱼ}, and a last wave
+/// of the B frames before the last anchor. The waves hold every frame once.
+fn encoder_waves(frames: u64, b: u64) -> Vec<Wave> {
+    let step = usize::try_from(b.saturating_add(1)).unwrap_or(usize::MAX);
+    let mut anchors: Vec<u64> = (0..frames).step_by(step).collect();
+    if anchors.last() != Some(&(frames - 1)) {
+        anchors.push(frames - 1);
+    }
+    let between = |j: usize| anchors[j] - anchors[j - 1] - 1;
+    let mut waves = vec![Wave { frames: 1, intra: true }];
+    for j in 1..anchors.len() {
+        let bs = if j >= 2 { between(j - 1) } else { 0 };
+        waves.push(Wave { frames: bs + 1, intra: false });
+    }
+    let n = anchors.len();
+    if n >= 2 && between(n - 1) > 0 {
+        waves.push(Wave { frames: between(n - 1), intra: false });
+    }
+    waves
+}
+
+/// `frame-encoder`: the threaded H.264 encoder of Chen, Tian, Ge and Girkar
+/// (Intel, IPDPS 2004, "Towards efficient multi-level threading of H.264
+/// encoder on Intel Hyper-Threading architectures"; the design as its
+/// authors describe it in "Optimizing video encoding using threads and
+/// parallelism"). A master thread pre-processes input frames into an image
+/// buffer and commits encoded frames to the bitstream in order; a frame's
+/// slices enter the slice queue once its reference frames are encoded (the
+/// master checks readiness at input), and encoding threads take slices from
+/// the queue in any order — a slice has no dependency inside its frame. The
+/// unit of work is the slice (CIF 352×288 = 22×18 macroblocks, up to 18
+/// slices, one macroblock row each).
+///
+/// As programs: the slices issued together are one wave (`encoder_waves`);
+/// each wave is a dynamically scheduled parallel loop (`ParFor`, one chunk
+/// per slice) over every thread, so a free thread takes the next slice, and
+/// its implicit barrier is "the wave's reference frame is encoded". Thread 0
+/// is also the master: before taking slices of wave k it pre-processes the
+/// frames of wave k+1 and commits those of wave k−1, while the other
+/// threads already encode (the master's serial work overlaps the encoding,
+/// as in the source; here the master encodes too once done, where the
+/// source's master waits). Simplifications, stated: slices of one kind cost
+/// the same (`slice_ms`; the I frame's `i_slice_ms`); the next wave's P
+/// slices wait for the current wave's B slices (the barrier), where the
+/// source's two slice queues let them start as soon as their reference
+/// frame is done — so the model's frame-level overlap is one wave.
+fn build_frame_encoder(r: &Resolved, threads: u32, m: MemSpec) -> Result<Vec<Program>, ModelError> {
+    let frames = r.i("frames");
+    let slices = r.i("slices");
+    let slice = Nanos::from_ms_f64(r.f("slice_ms"));
+    let i_slice = Nanos::from_ms_f64(r.f("i_slice_ms"));
+    let input = Nanos::from_ms_f64(r.f("input_ms"));
+    let output = Nanos::from_ms_f64(r.f("output_ms"));
+    let wait = wait_of(r);
+    for (name, v) in [("slice_ms", slice), ("i_slice_ms", i_slice)] {
+        if v.0 == 0 {
+            return Err(r.err(name, format!("too small: {} ms (at least 1 ns)", r.f(name))));
+        }
+    }
+    let times = |v: Nanos, k: u64, name: &str| {
+        v.0.checked_mul(k).map(Nanos).ok_or_else(|| r.err(name, format!("{name} × {k} frames overflows 2^64 ns")))
+    };
+    let waves = encoder_waves(frames, r.i("b_frames"));
+    let frames_of = |k: usize| waves.get(k).map_or(0, |w| w.frames);
+    // Per wave: (loop work, chunk, the master's serial work before it).
+    let mut steps: Vec<(Nanos, Nanos, Nanos)> = Vec::with_capacity(waves.len());
+    for (k, w) in waves.iter().enumerate() {
+        let chunk = if w.intra { i_slice } else { slice };
+        let work = w
+            .frames
+            .checked_mul(slices)
+            .and_then(|n| n.checked_mul(chunk.0))
+            .ok_or_else(|| r.err("slices", "frames × slices × slice work overflows 2^64 ns"))?;
+        let next_in = times(input, frames_of(k + 1), "input_ms")?;
+        let prev_out = if k == 0 { Nanos::ZERO } else { times(output, frames_of(k - 1), "output_ms")? };
+        let master =
+            next_in.0.checked_add(prev_out.0).ok_or_else(|| r.err("input_ms", "master work overflows 2^64 ns"))?;
+        steps.push((Nanos(work), chunk, Nanos(master)));
+    }
+    // Consecutive equal waves become one loop.
+    let mut runs: Vec<((Nanos, Nanos, Nanos), u32)> = Vec::new();
+    for s in steps {
+        match runs.last_mut() {
+            Some((last, n)) if *last == s && *n < u32::MAX => *n += 1,
+            _ => runs.push((s, 1)),
+        }
+    }
+    let first_in = times(input, frames_of(0), "input_ms")?;
+    let last_out = times(output, frames_of(waves.len() - 1), "output_ms")?;
+    let programs = (0..threads)
+        .map(|t| {
+            let mut b = Builder::new(m);
+            if t == 0 {
+                b.compute(first_in);
+            }
+            b.push(Op::Barrier { id: 0, wait });
+            for &((work, chunk, master), n) in &runs {
+                b.repeat(n, |b| {
+                    if t == 0 {
+                        b.compute(master);
+                    }
+                    b.push(Op::ParFor {
+                        id: 0,
+                        work,
+                        schedule: Schedule::Dynamic { chunk },
+                        mem: m.mem,
+                        ws_kb: m.ws_kb,
+                        overlap: m.overlap,
+                        wait,
+                    });
+                });
+            }
+            if t == 0 {
+                b.compute(last_out);
+            }
+            b.finish()
+        })
+        .collect();
+    Ok(programs)
+}
+
+/// `parallel-make`: a build driven by `make -jN` with N job slots = the
+/// threads. GNU make runs up to N recipe commands at once and starts the next
+/// ready one as soon as a slot frees (GNU make manual, "Parallel Execution"),
+/// so compile jobs are taken dynamically by whichever slot is free; a target
+/// waits for all its prerequisites, so a directory's archive or partial link
+/// runs alone after its objects; a recursive build descends into its
+/// subdirectories one after another (the `SUBDIRS` loop of the usual
+/// recursive makefile; Miller, "Recursive Make Considered Harmful", 1998:
+/// parallelism is bounded by one directory at a time), and the serial steps
+/// around it — the configure script before, the final link after — run on
+/// one CPU. As programs: thread 0 runs `configure_ms` while the others wait
+/// (barrier 0); per directory a dynamically scheduled parallel loop of
+/// `jobs_per_dir` chunks of `job_ms`, then `archive_ms` on thread 0 behind
+/// barrier 0; `link_ms` on thread 0 at the end. Simplification, stated: a
+/// slot is a thread that takes the next job at once on its CPU, where make
+/// forks a new compiler process per job (placed by the kernel at fork).
+fn build_parallel_make(r: &Resolved, threads: u32, m: MemSpec) -> Result<Vec<Program>, ModelError> {
+    let configure = Nanos::from_ms_f64(r.f("configure_ms"));
+    let dirs = count_u32(r.i("dirs"), r, "dirs", "directories")?;
+    let job = Nanos::from_ms_f64(r.f("job_ms"));
+    if job.0 == 0 {
+        return Err(r.err("job_ms", format!("too small: {} ms (at least 1 ns)", r.f("job_ms"))));
+    }
+    let work = r
+        .i("jobs_per_dir")
+        .checked_mul(job.0)
+        .ok_or_else(|| r.err("jobs_per_dir", "jobs_per_dir × job_ms overflows 2^64 ns"))?;
+    let archive = Nanos::from_ms_f64(r.f("archive_ms"));
+    let link = Nanos::from_ms_f64(r.f("link_ms"));
+    let wait = wait_of(r);
+    let programs = (0..threads)
+        .map(|t| {
+            let mut b = Builder::new(m);
+            if t == 0 {
+                b.compute(configure);
+            }
+            b.push(Op::Barrier { id: 0, wait });
+            b.repeat(dirs, |b| {
+                b.push(Op::ParFor {
+                    id: 0,
+                    work: Nanos(work),
+                    schedule: Schedule::Dynamic { chunk: job },
+                    mem: m.mem,
+                    ws_kb: m.ws_kb,
+                    overlap: m.overlap,
+                    wait,
+                });
+                if t == 0 {
+                    b.compute(archive);
+                }
+                b.push(Op::Barrier { id: 0, wait });
+            });
+            if t == 0 {
+                b.compute(link);
+            }
+            b.finish()
+        })
+        .collect();
+    Ok(programs)
 }
 
 // ---------------------------------------------------------------------------
@@ -1512,15 +1769,17 @@ mod tests {
             "fork-join",
             "phased",
             "pipeline",
-            "workqueue",
+            "workqueue", // the asymmetry study's encoder and build
+            "h264-encoder",
+            "pmake",
         ];
         for n in names {
             let e = lib.get(n).unwrap_or_else(|| panic!("model {n} missing"));
             assert!(e.source.starts_with("V:") || e.source.starts_with("estimate:"), "{n}");
             assert!(!e.description.is_empty());
         }
-        // 14 + 5 + 4 + 7 + 5 = 35 named entries at least (users may add more).
-        assert!(lib.entries().len() >= 35);
+        // 14 + 5 + 4 + 7 + 5 + 2 = 37 named entries at least (users may add more).
+        assert!(lib.entries().len() >= 37);
         // Lookup is exact and case-sensitive.
         assert!(lib.get("MCF").is_none());
     }
@@ -1826,6 +2085,94 @@ mod tests {
     }
 
     #[test]
+    fn encoder_waves_follow_the_reference_frames() {
+        // 10 frames, IBBP: anchors (display order) 0, 3, 6, 9. Encoding order
+        // I0 | P3 | B1 B2 P6 | B4 B5 P9 | B7 B8: P3 needs I0; B1, B2 need I0 and
+        // P3, and P6 needs P3, so they go together once P3 is done; and so on.
+        let w = |frames, intra| Wave { frames, intra };
+        assert_eq!(encoder_waves(10, 2), vec![w(1, true), w(1, false), w(3, false), w(3, false), w(2, false)]);
+        // 8 frames: the last frame (7) is made an anchor, right after anchor 6,
+        // so no B frames are left for a last wave.
+        assert_eq!(encoder_waves(8, 2), vec![w(1, true), w(1, false), w(3, false), w(3, false)]);
+        // IPPP: every frame references the one before, one frame a wave.
+        assert_eq!(encoder_waves(4, 0), vec![w(1, true), w(1, false), w(1, false), w(1, false)]);
+        assert_eq!(encoder_waves(1, 2), vec![w(1, true)]);
+        // Every frame exactly once, whatever the counts.
+        for (f, b) in [(300, 2), (299, 3), (7, 10), (2, 1)] {
+            assert_eq!(encoder_waves(f, b).iter().map(|w| w.frames).sum::<u64>(), f, "{f} frames, {b} B");
+        }
+    }
+
+    #[test]
+    fn frame_encoder_issues_slices_per_wave_and_the_master_works_on_thread_0() {
+        // 10 frames × 3 slices, IBBP, P/B slice 4 ms, I slice 2 ms, input 1 ms
+        // and output 0.5 ms a frame, 3 threads.
+        let lib = Library::builtin();
+        let o = params(&[
+            ("frames", int(10)),
+            ("slices", int(3)),
+            ("b_frames", int(2)),
+            ("slice_ms", int(4)),
+            ("i_slice_ms", int(2)),
+            ("input_ms", int(1)),
+            ("output_ms", float(0.5)),
+        ]);
+        let progs = lib.instantiate("h264-encoder", &o, 3, "t").unwrap();
+        // Waves of 1 (I), 1, 3, 3, 2 frames: loops of 3 × 2 = 6 ms in 2 ms
+        // slices, then 3 × 4 = 12, 36, 36 and 24 ms in 4 ms slices.
+        let loops: Vec<(u64, u64)> = progs[1]
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::ParFor { work, schedule: Schedule::Dynamic { chunk }, .. } => Some((work.0, chunk.0)),
+                _ => None,
+            })
+            .collect();
+        let ms = 1_000_000;
+        // The two equal waves of 3 frames are one loop run twice.
+        assert_eq!(loops, vec![(6 * ms, 2 * ms), (12 * ms, 4 * ms), (36 * ms, 4 * ms), (24 * ms, 4 * ms)]);
+        // Every thread takes part in every wave: 6 + 12 + 36 + 36 + 24 = 114 ms
+        // of loops (total_work counts a loop whole for each thread).
+        assert_eq!(progs[1].total_work(), Nanos::from_ms(114));
+        // Thread 0 also pre-processes 10 frames (10 ms) and commits 10 (5 ms).
+        assert_eq!(progs[0].total_work(), Nanos::from_ms(114 + 10 + 5));
+        run_to_completion(&progs).unwrap();
+        // A frame count past the limit is refused at the parameter, naming it.
+        let err = lib.instantiate("h264-encoder", &params(&[("frames", int(2_000_000))]), 2, "t").unwrap_err();
+        assert!(err.to_string().contains("frames"), "{err}");
+    }
+
+    #[test]
+    fn parallel_make_configures_builds_each_directory_then_links() {
+        // configure 100 ms; 3 directories of 4 jobs of 10 ms, each closed by a
+        // 5 ms archive; link 30 ms; make -j2.
+        let lib = Library::builtin();
+        let o = params(&[
+            ("configure_ms", int(100)),
+            ("dirs", int(3)),
+            ("jobs_per_dir", int(4)),
+            ("job_ms", int(10)),
+            ("archive_ms", int(5)),
+            ("link_ms", int(30)),
+        ]);
+        let progs = lib.instantiate("pmake", &o, 2, "t").unwrap();
+        assert!(progs[1].ops.iter().any(|op| matches!(
+            op,
+            Op::ParFor { work, schedule: Schedule::Dynamic { chunk }, .. }
+                if *work == Nanos::from_ms(40) && *chunk == Nanos::from_ms(10)
+        )));
+        // Slot 1: 3 directories × 40 ms of jobs; slot 0 also runs configure,
+        // the 3 archives and the link: 100 + 120 + 15 + 30 = 265 ms.
+        assert_eq!(progs[1].total_work(), Nanos::from_ms(120));
+        assert_eq!(progs[0].total_work(), Nanos::from_ms(265));
+        // Barrier 0 after configure and after each directory, on every slot.
+        for p in &progs {
+            assert_eq!(counts(p).barrier, BTreeMap::from([(0, 4)]));
+        }
+        run_to_completion(&progs).unwrap();
+    }
+
+    #[test]
     fn unknown_model_lists_known_names() {
         let lib = Library::builtin();
         let e = lib.instantiate("mfc", &Params::new(), 1, "domain[1].workload").unwrap_err();
@@ -1927,7 +2274,9 @@ mod tests {
                 "server",
                 "closed-server",
                 "blocked-lu",
-                "periodic"
+                "periodic",
+                "frame-encoder",
+                "parallel-make"
             ]
         );
         let phased = &t[3];

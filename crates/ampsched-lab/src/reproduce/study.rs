@@ -2,7 +2,7 @@
 //! the nine nf-ms/k configurations × workload kinds, the asymmetry-unaware OS
 //! (`fair`) with and without the fast-first fix, several seeds per cell.
 //!
-//! Cases are named `workload:config` (e.g. `pipeline:1f-3s/8`). Metrics
+//! Cases are named `workload:config` (e.g. `encoder:1f-3s/8`). Metrics
 //! (summary rows, `subject` = `all`):
 //! - `completion_s` (s): the run's elapsed time;
 //! - `compute_power` (fast cores): Σ CPU speed / fastest class speed 1.0
@@ -12,7 +12,7 @@
 //!   speedup_pct form); `speedup_x`: T_0f-4s/8 / T (the paper's "speedup over
 //!   the all-slow configuration", plotted against compute power);
 //! - `throughput` (computes/s): compute segments completed per second (loop
-//!   chunks, pipeline item-stages, build jobs; for the servers, requests
+//!   chunks, encoder slices, build jobs; for the servers, requests
 //!   served per second);
 //! - `run_spread_pct` (%): (max − min) / mean elapsed time across seeds
 //!   (predictability);
