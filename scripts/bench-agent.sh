@@ -32,6 +32,8 @@
 #   (s) true +1.7 ms, sleep 0.05 +2.5 ms (medians of 28 interleaved pairs);
 #   again 27 Nov 20:05-20:08 (quiet windows, load 2.4-3.3): (r) p99 median 345 / 233 us over two
 #   sets of 7 runs, worst run's p99 3.66 ms / 1.04 ms; (s) true +2.0 ms, sleep 0.05 +2.7 ms
+#   and 27 Nov 21:55 with the loop thread kept off the RT-loaded CPU (quiet window, load 2.6-3.1):
+#   (r) p99 median 138 us, worst run's p99 161 us, 0 of 7 runs above 2 ms; (s) true +1.6 ms, sleep 0.05 +2.4 ms
 # (a), (b), (e), (c) were measured for the first agent and not reproduced since (the suite
 # below replaces them); (d) 64 threads 155 us/period, 0.70 % of one CPU; 256 threads 357 us.
 # BENCH_AGENT_PREBUILT=1 skips the build (inside a window that pauses other sessions' cargo).
@@ -168,6 +170,10 @@ p99 = sorted(r["reaction_us_p99"] for r in rows)
 mx = max(r["reaction_us_max"] for r in rows)
 print(f"    {n} reactions over {len(rows)} runs ({idle} idle switches seen); per run p50 median {p50[len(p50)//2]:.0f} us, "
       f"p99 median {p99[len(p99)//2]:.0f} us (worst run p99 {p99[-1]:.0f} us), max {mx:.0f} us")
+over = sum(1 for x in p99 if x > 2000)
+print(f"    runs with p99 > 2 ms: {over} of {len(rows)}; per-run p99 (us, sorted): {' '.join(f'{x:.0f}' for x in p99)}")
+moves = [r.get("loop_moves", 0) for r in rows]
+print(f"    loop thread mask changes per run (off RT-loaded CPUs): {' '.join(map(str, moves))}")
 PY
 printf "    completion: default median %.3f s (runs %s), agent median %.3f s (runs %s)\n" \
   "$(median "${td[@]}")" "${td[*]}" "$(median "${ta[@]}")" "${ta[*]}"

@@ -24,6 +24,8 @@
 //! - export ([`crate::export`]): decision log, metrics, trace, sample
 //!   recording.
 //!
+//! The loop's thread keeps off CPUs busy with real-time work ([`crate::selfplace`]): there
+//! no nice value shortens its wait.
 //! The loop's thread runs at nice -20 where it may ([`urgent_loop_thread`]): its wake-ups
 //! (each period, an idle fast CPU) should not wait behind the managed threads, and under
 //! EEVDF a waking thread preempts the running one when its virtual deadline is earlier
@@ -57,6 +59,7 @@ pub use crate::loopstats::LoopStats;
 use crate::metrics::MetricsServer;
 use crate::observe::Observer;
 use crate::sampler::CpuSampler;
+use crate::selfplace::OwnPlace;
 use crate::signals;
 use crate::state;
 use crate::trace::AgentTrace;
@@ -173,6 +176,9 @@ pub struct Agent {
     /// then can a fork inherit one of the agent's masks, so only then do the fork rings wake
     /// the loop (`crate::forks`).
     narrowed: bool,
+    /// The loop thread's own placement, off CPUs busy with real-time work (`crate::selfplace`;
+    /// `None` in a dry run or before [`Agent::run`]).
+    own: Option<OwnPlace>,
 }
 
 /// Raise the agent's soft limit on open files to the hard limit (two or three kept-open
@@ -307,6 +313,7 @@ impl Agent {
             forked: Vec::new(),
             forked_process: false,
             narrowed: false,
+            own: None,
         })
     }
 
@@ -395,6 +402,10 @@ impl Agent {
         let elapsed = self.clock.sample(signals::monotonic());
         let now = self.clock.since_start(signals::monotonic());
         let obs = self.obs.observe(&mut self.inv, &self.d, &mut self.ex, &mut self.stats, now, elapsed, self.period);
+        if let Some(m) = self.own.as_mut().and_then(|o| o.update(&self.d.linux_ids, &self.obs.last_cpu)) {
+            self.stats.loop_moves += 1;
+            self.ex.log(serde_json::json!({"event": "loop-cpus", "cpus": m.to_list()}));
+        }
         self.ex.record(&obs.snap)?;
         let decided = self.dec.decide(&self.d.topo, &obs.snap);
         // SAFETY: no preconditions.
@@ -561,6 +572,10 @@ impl Agent {
             Ok(()) => self.ex.log(serde_json::json!({"event": "loop-priority", "nice": -20})),
             Err(e) => self.ex.log(serde_json::json!({"event": "loop-priority", "nice": 0, "reason": e})),
         }
+        // After the launch too (no job inherits it): the loop keeps off RT-loaded CPUs.
+        if !self.app.actuator().dry_run() {
+            self.own = OwnPlace::of_this_thread();
+        }
         let cpu0 = signals::process_cpu();
         let mut result = Ok(());
         loop {
@@ -590,6 +605,9 @@ impl Agent {
         self.stats.process_cpu = signals::process_cpu().saturating_sub(cpu0);
         self.ex.trace_final(self.stats.changes);
         let failures = self.restore_all();
+        if let Some(o) = self.own.as_mut() {
+            o.restore();
+        }
         if let Some(ev) = self.events.take() {
             ev.close_detached();
         }

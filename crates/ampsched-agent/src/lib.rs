@@ -16,6 +16,7 @@
 //! - [`events`]: scheduler events (a fast CPU going idle) through perf ring buffers;
 //! - [`forks`]: a launched job's new processes from perf fork records;
 //! - [`perfring`]: the perf ring buffer both read;
+//! - [`selfplace`]: the loop thread kept off CPUs busy with real-time work;
 //! - [`actuate`]: reading and setting affinities (real or dry run);
 //! - [`state`]: the state file and `restore`;
 //! - [`metrics`]: the loopback Prometheus endpoint;
@@ -53,6 +54,7 @@ pub mod qmp;
 pub mod report;
 pub mod runclock;
 pub mod sampler;
+pub mod selfplace;
 pub mod signals;
 pub mod state;
 pub mod trace;

@@ -55,6 +55,8 @@ pub struct LoopStats {
     /// Reaction times to an idle fast CPU: from the switch to the idle task to the move of a
     /// runnable thread onto it in force, ns.
     pub reaction_ns: Vec<u64>,
+    /// Times the loop thread's own mask changed (`selfplace`: off CPUs with real-time load).
+    pub loop_moves: u64,
     /// Failed changes (vanished or denied).
     pub errors: u64,
     /// Wall time of the whole loop.
@@ -109,6 +111,7 @@ impl LoopStats {
             "reaction_us_p50": median(&self.reaction_ns) / 1e3,
             "reaction_us_p99": p99(&self.reaction_ns) / 1e3,
             "reaction_us_max": self.reaction_ns.iter().max().copied().unwrap_or(0) as f64 / 1e3,
+            "loop_moves": self.loop_moves,
             "errors": self.errors,
             "loop_cpu_us_median": median(&self.loop_cpu_ns) / 1e3,
             "loop_cpu_us_mean": mean(&self.loop_cpu_ns) / 1e3,
