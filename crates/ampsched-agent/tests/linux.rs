@@ -263,6 +263,11 @@ fn sequential_phases_the_lone_active_thread_runs_on_the_fast_cpu() {
             "tid {tid} kept from CPU 0 for more than a period: {changes:?}"
         );
     }
+    // The agent's loop thread left the hog's CPU (15 ms of real-time work in every 30 ms
+    // period, above the 1/8 share `ampsched_agent::selfplace` allows) once the hog was found,
+    // and kept to CPU 0 from then on.
+    let moves = log_events(&log, "loop-cpus");
+    assert_eq!(moves.last().map(|m| m["cpus"].clone()), Some(Value::from("0")), "loop-cpus: {moves:?}");
     let v = read_json(&out);
     let (on0, run) = (f(&v, "on_cpu_s", 0), v["run_s"].as_f64().unwrap());
     let samples0 = f(&v, "samples", 0);
