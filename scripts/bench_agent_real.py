@@ -33,8 +33,10 @@ Method:
   affinity changes and class flips; `--job-cpu` also records the job's CPU
   time (a shell runs the job and prints `times`, under every configuration);
 - summary: per workload and configuration the median wall time, min-max,
-  and the ratio of medians to default Linux (< 1 = faster); the two-process
-  case also the gap between the two processes' completions.
+  the ratio of medians to default Linux (< 1 = faster) and, in parentheses,
+  the median of the per-repetition ratios (each run against default Linux's
+  run of the same repetition); the two-process case also the gap between
+  the two processes' completions.
 """
 
 import argparse
@@ -324,7 +326,11 @@ def summary(rows, reps):
             m = statistics.median(v)
             cell = f"{m:.3f} s [{min(v):.3f}-{max(v):.3f}] n={len(v)}"
             if c != "linux":
-                cell = f"**{m / bm:.3f}** " + cell
+                # The ratio of medians, then the median of per-repetition ratios (each run
+                # against default Linux's run of the same repetition: drift cancels).
+                lin = {r["rep"]: r["wall_s"] for r in base}
+                per = [r["wall_s"] / lin[r["rep"]] for r in rs if r["rep"] in lin]
+                cell = f"**{m / bm:.3f}** " + (f"({statistics.median(per):.3f}) " if per else "") + cell
             if wl == "fair2":
                 cell += f" gap {100 * statistics.median(r['gap'] for r in rs):.0f} %"
             cells.append(cell)
