@@ -631,8 +631,12 @@ impl Agent {
 
 impl Drop for Agent {
     fn drop(&mut self) {
-        // Covers early returns and panics unwinding through the loop.
+        // Covers early returns and panics unwinding through the loop (on the loop's thread:
+        // `run` owns the agent, so the loop thread's own mask is put back on the right thread).
         self.restore_all();
+        if let Some(o) = self.own.as_mut() {
+            o.restore();
+        }
         let _ = self.ex.flush();
     }
 }
