@@ -85,6 +85,17 @@
 //! load 1.6-2.1), and at 20:20 UTC (quiet window, load 1.4 → 1.7) the four
 //! reproductions in turn took 21.7 s against 23.3 s just before (aash 1.8,
 //! cosched 1.2, capability 16.3, study 2.4 s; outputs byte-identical).
+//! At 21:59 UTC (load 2.1 → 3.6, not a quiet window; 6 interleaved pairs of
+//! `ampsched bench --case L --case XL`, this build against main at f9ebe20)
+//! the calendar ring in place of the radix heap, with every superseded
+//! completion withdrawn from the queue instead of popped (`engine::clock`,
+//! `Sim::supersede`: XL's 1.18 M stale pops and 0.64 M re-arming pushes
+//! gone), took XL from a median of 142.7 to 134.7 ns per event (pair by
+//! pair 0.93-0.97, median 0.945) and L from 134.6 to 122.5 ns (0.89-0.94,
+//! median 0.909). The events and superseded counts are those of before (XL
+//! 8 570 831 and 1 856 996); queue peak XL 1035 → 1004, L 277 → 263, R60
+//! 131; outputs byte-identical (`ampsched sim --runs 2` of every scenario
+//! file, the four reproductions' summaries, the golden tests).
 
 use crate::library::Library;
 use crate::scenario::{Scenario, ScenarioError};

@@ -10,7 +10,7 @@
 //! or placer bridges, the interpreter, or statistics output.
 
 use super::clock::{Ev, Key};
-use super::task::{Act, Plan, St, NO_SPEED};
+use super::task::{Act, St, NO_SPEED};
 use super::{Sim, Stop};
 use ampsched_model::{CpuId, Nanos, TaskId};
 use std::cmp::Reverse;
@@ -186,8 +186,8 @@ impl Sim {
             let (mem, alone) = (tk.mem, tk.cost_on(speed, &self.topo));
             self.bus_change(t, Some((speed, mem, alone)));
         }
+        self.supersede(t);
         let tk = &mut self.tasks[t.idx()];
-        tk.gen = tk.gen.wrapping_add(1);
         let cpu = &self.cpus[c.idx()];
         let at = match tk.act {
             Act::Compute => {
@@ -201,63 +201,51 @@ impl Sim {
         self.plan_op(t, at);
     }
 
-    /// Plan task `t`'s completion at `at`, superseding its previous plan.
-    ///
-    /// Each plan has its key in the event order (as if pushed now), but gets
-    /// its own queue entry only when it is earlier than the task's earliest
-    /// queued one; otherwise that earlier entry, when it pops, queues the plan
-    /// then (`rearm_op`). A plan superseded before it had an entry is counted
-    /// as the stale event it would have been (`superseded_plan`). So the
-    /// queue holds a few entries per task however often a task is switched,
-    /// and `events` counts what a queue of every plan would have popped.
-    pub(super) fn plan_op(&mut self, t: TaskId, at: Nanos) {
-        let key = self.events.key(at, Ev::OpDone(t));
+    /// Task `t`'s current plan no longer holds (it was preempted, released, or
+    /// is re-planned): a new generation, and its queued completion withdrawn
+    /// — counted as the superseded event it would have been
+    /// (`superseded_plan`) — or, if the queue cannot withdraw it (far ahead),
+    /// left to pop and be found stale (`pop_op`).
+    pub(super) fn supersede(&mut self, t: TaskId) {
         let tk = &mut self.tasks[t.idx()];
-        let prev = (tk.op_entry == Plan::Waiting).then_some(tk.op_key);
-        tk.op_key = key;
-        tk.op_gen = tk.gen;
-        tk.op_entry = Plan::Settled;
-        if key < tk.armed && self.events.insert(key) {
-            tk.op_entry = Plan::Queued;
-            tk.armed = key;
-        } else if self.events.before_horizon(key) {
-            tk.op_entry = Plan::Waiting;
-        }
-        if let Some(k) = prev {
-            self.superseded_plan(k);
+        tk.gen = tk.gen.wrapping_add(1);
+        if std::mem::take(&mut tk.op_queued) {
+            let k = tk.op_key;
+            if self.events.cancel(k) {
+                self.superseded_plan(k);
+            }
         }
     }
 
+    /// Plan task `t`'s completion at `at` (its previous plan was superseded:
+    /// `supersede`). Each plan has its own queue entry, withdrawn when
+    /// superseded, so the queue holds at most one live completion per task
+    /// however often a task is switched, and `events` counts what a queue
+    /// of every plan, each left to pop, would have popped.
+    pub(super) fn plan_op(&mut self, t: TaskId, at: Nanos) {
+        let key = self.events.key(at, Ev::OpDone(t));
+        let tk = &mut self.tasks[t.idx()];
+        debug_assert!(!tk.op_queued, "a plan made over a queued one");
+        tk.op_key = key;
+        tk.op_gen = tk.gen;
+        tk.op_queued = self.events.insert(key);
+    }
+
     /// A completion entry keyed `k` of task `t` popped: whether it is the
-    /// task's live plan (then due now). A stale entry re-arms a waiting plan.
+    /// task's live plan (then due now); otherwise it is counted superseded.
     pub(super) fn pop_op(&mut self, t: TaskId, k: Key) -> bool {
         let tk = &mut self.tasks[t.idx()];
-        if k == tk.armed {
-            tk.armed = Key::MAX;
-        }
-        if k == tk.op_key {
-            tk.op_entry = Plan::Settled;
-            if tk.op_gen == tk.gen {
-                return true;
-            }
-        } else if tk.op_entry == Plan::Waiting {
-            let pk = tk.op_key;
-            debug_assert!(pk > k, "a waiting plan is keyed after the entry that re-arms it");
-            if tk.op_gen == tk.gen {
-                self.events.insert(pk);
-                tk.op_entry = Plan::Queued;
-                tk.armed = tk.armed.min(pk);
-            } else {
-                tk.op_entry = Plan::Settled;
-                self.superseded_plan(pk);
-            }
+        if k == tk.op_key && tk.op_queued {
+            tk.op_queued = false;
+            debug_assert_eq!(tk.op_gen, tk.gen, "a queued plan of an old generation");
+            return true;
         }
         self.superseded += 1;
         false
     }
 
-    /// A plan keyed `k` that never got a queue entry will not run: count it
-    /// as the stale event it would have been, if the run gets that far.
+    /// A plan keyed `k` withdrawn from the queue will not run: count it as
+    /// the stale event it would have been, if the run gets that far.
     pub(super) fn superseded_plan(&mut self, k: Key) {
         if !self.events.before_horizon(k) {
             return;
@@ -268,7 +256,7 @@ impl Sim {
             Stop::Duration(_) => self.events_done += 1,
             // A run that may end early counts those keyed before its last event (`finish`).
             // Kept in a min-heap and counted as the run passes them: a plan is
-            // superseded before its key (it never got an entry), so `k` is still ahead.
+            // withdrawn before its key comes, so `k` is still ahead.
             Stop::AllDone { .. } => {
                 self.ghosts.push(Reverse(k));
                 while let Some(&Reverse(g)) = self.ghosts.peek() {

@@ -1,63 +1,66 @@
 //! The event loop's clock: a queue of timed events in a total order, and the
 //! FIFO of effects due at the current instant.
 //!
-//! Design: a *radix heap* of 16-byte keys, earliest first (Ahuja, Mehlhorn,
-//! Orlin and Tarjan, "Faster algorithms for the shortest path problem",
-//! J. ACM 37(2), 1990, section 3: a monotone priority queue). A key is the
-//! event's time (integer ns, the high 64 bits) and a tag (the low 64 bits):
-//! a sequence number (`SEQ_BITS`), then the event's kind and id. Sequence
-//! numbers grow with every event planned, so simultaneous events run in the
-//! order they were scheduled (a total order), and comparing two keys as one
-//! `u128` is that order; the event itself is decoded from the tag, so an
-//! entry carries no payload.
+//! Keys: 16 bytes, earliest first. A key is the event's time (integer ns,
+//! the high 64 bits) and a tag (the low 64 bits): a sequence number
+//! (`SEQ_BITS`), then the event's kind and id. Sequence numbers grow with
+//! every event planned, so simultaneous events run in the order they were
+//! scheduled (a total order), and comparing two keys as one `u128` is that
+//! order; the event itself is decoded from the tag, so an entry carries no
+//! payload. Pops come out in exactly the order of any other exact priority
+//! queue over the same keys: the structures below (issue 19) changed where
+//! keys are kept, never which pops first.
 //!
-//! The queue is monotone: every key stored is greater than the last one
-//! popped (time never goes back, and a key made now at the current time has
-//! a greater sequence number), which is what a radix heap needs. Keys are
-//! read in base 16 (32 digits of 4 bits): bucket `(l, d)` holds the keys
-//! whose highest digit differing from the last key popped is digit `l`, and
-//! whose value there is `d`. Every key of bucket `(l, d)` is less than every
-//! key of a bucket `(l', d')` with `l < l'`, or `l = l'` and `d < d'`, so the
-//! least key is in the lowest non-empty bucket in that order (a bit scan of
-//! a 512-bit mask). A push is
-//! an append to its bucket (no sifting, no comparisons); a pop takes the
-//! lowest bucket's least key and moves the others to lower buckets relative
-//! to it, so each key moves a few times in its life at most (at most once
-//! per digit). Pops come out in exactly the order of any other exact
-//! priority queue over the same keys (the 4-ary heap with FIFO lanes for
-//! ticks and slice ends it replaced, issue 19): the same keys are stored,
-//! only where differs. In `ampsched bench` L and XL the 4-ary heap's pop
-//! was a sixth to a fifth of all CPU time; in XL base 2 (a bucket per bit)
-//! moved 5.8 keys per pop, base 16 moves 3.1 (45.6 M moves → 24.8 M in 7.9 M
-//! pops), for about 1.5 % of the run's CPU time.
+//! Design: a *calendar queue* (R. Brown, "Calendar queues: a fast O(1)
+//! priority queue implementation for the simulation event set problem",
+//! CACM 31(10), 1988) of one fixed year: a ring of `SLOTS` time slots of
+//! 2^`SLOT_BITS` ns (4096 × 8.192 µs = 33.6 ms), each a list of its keys
+//! in key order, beside a binary heap for the keys due further ahead than
+//! the ring reaches when they are planned (statistics and placer periods,
+//! long sleeps and computes, the run's end). The queue is monotone — every
+//! key stored is greater than the last one taken (time never goes back, and
+//! a key made now at the current time has a greater sequence number) — so
+//! the ring starts at the last key's slot, `base`, and every key it holds
+//! is in one of the `SLOTS` slots from there: the first non-empty slot
+//! round the ring from `base` (a bit scan of a 4096-bit mask) holds the
+//! ring's least key at its head. A push is a walk of its slot's list (in
+//! `ampsched bench` XL one or two keys), a pop takes a list's head, and a
+//! key can be *withdrawn* (`cancel`: its slot is known from its time), which
+//! the radix heap it replaced could not do cheaply (its keys moved between
+//! buckets as keys were taken). The engine withdraws a task's completion
+//! the moment it is superseded (`Sim::supersede`), so a superseded
+//! completion is neither stored nor popped; it is still counted as the
+//! superseded event it would have been (`events` and `superseded` are those
+//! of a queue of every plan left to pop). A key in the far heap is not
+//! withdrawn: it pops, and its handler finds it stale. In XL the radix heap
+//! (base 16) moved each key 3.1 times between buckets and 1.2 M of its 7.9 M
+//! pops were superseded completions; the ring took 0.95 of the radix heap's
+//! CPU time in XL and 0.91 in L (interleaved pairs, see `bench.rs`).
 //!
 //! Lanes: ticks and slice ends are planned at a fixed distance from the
 //! instant that plans them (a tick one period after the last, on the
 //! period's grid; a slice end one slice after a switch), so nearly all come
 //! in key order, and each kind keeps them in a FIFO of its own, a *lane*; one
 //! planned before its lane's tail (a tick owed at a stall's end, a slice end
-//! re-armed or deferred) goes to the heap. A pop takes the least of the two
-//! lanes' heads and the heap's least key. A lane key taken becomes the
-//! heap's `last` too: no stored key is less, and only the lowest bucket can
-//! hold keys that now differ from `last` first at a lower digit (any other
-//! bucket's keys would be less than that lane key), so only it may have to
-//! move down (`RadixHeap::advance`). In XL every busy CPU's tick falls on
-//! the same grid instants: a few hundred keys of one time that the heap
-//! sorted digit by digit of their sequence numbers, which the lane holds
-//! in order already (XL: 0.976 of the CPU time without lanes, 8 interleaved
-//! pairs of whole runs).
+//! re-armed or deferred) goes to the ring (or the far heap). A pop takes the
+//! least of the two lanes' heads, the far heap's top and the ring's first
+//! key; whichever it is, the ring then starts at its slot. In XL every busy
+//! CPU's tick falls on the same grid instants: a few hundred keys of one
+//! time, which the lane holds in order already (XL: 0.976 of the CPU time
+//! without lanes, 8 interleaved pairs of whole runs).
 //!
 //! The queue knows the run's horizon, the key of its `End` event: an event
 //! keyed after it can never run, so it is not stored (a completion planned an
-//! hour ahead in a 60 s run costs nothing). Stale events (a compute segment
-//! preempted) are handled by the engine (`Sim::plan_op`): each task keeps
-//! one plan and the queue holds at most the entries it needs to reach it.
+//! hour ahead in a 60 s run costs nothing). So the queue holds at most one
+//! live completion per task, a wake-up per sleeper, a tick and a slice end
+//! per CPU and a few periodic events, whatever the simulated duration.
 //!
 //! May import: `ampsched-model` ids and `Nanos`. Must never import the rest
 //! of the engine: every other room schedules events through this one.
 
 use ampsched_model::{CpuId, Nanos, TaskId};
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// An event kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,9 +153,12 @@ pub(crate) fn key_time(k: Key) -> Nanos {
 
 /// Timed events, earliest first; among equal times, first scheduled first.
 pub(crate) struct EventQueue {
-    heap: RadixHeap,
+    /// Keys due within `SLOTS` slots of the last one taken (see the module essay).
+    ring: Ring,
+    /// Keys due later than the ring reaches when planned, earliest on top.
+    far: BinaryHeap<Reverse<Key>>,
     /// Ticks (`[0]`) and slice ends (`[1]`) planned in key order, each a FIFO
-    /// (see the module essay's lanes); one out of order goes to the heap.
+    /// (see the module essay's lanes); one out of order goes to the ring.
     lanes: [VecDeque<Key>; 2],
     seq: u64,
     /// Events keyed after this never run and are not stored.
@@ -164,13 +170,22 @@ pub(crate) struct EventQueue {
 impl Default for EventQueue {
     fn default() -> Self {
         EventQueue {
-            heap: RadixHeap::default(),
+            ring: Ring::default(),
+            far: BinaryHeap::new(),
             lanes: [VecDeque::new(), VecDeque::new()],
             seq: 0,
             horizon: Key::MAX,
             peak: 0,
         }
     }
+}
+
+/// Where the next key comes from.
+#[derive(Clone, Copy)]
+enum Source {
+    Lane(usize),
+    Far,
+    Ring(usize),
 }
 
 impl EventQueue {
@@ -188,9 +203,19 @@ impl EventQueue {
         if key > self.horizon {
             return false;
         }
-        self.heap.push(key);
+        if !self.ring.push(key) {
+            self.far.push(Reverse(key));
+        }
         self.peak = self.peak.max(self.len());
         true
+    }
+
+    /// Withdraw the stored event keyed `key`, if the ring holds it: true
+    /// then (the event will not run); false if it is not stored or waits in
+    /// the far heap (it will run, and its handler must find it stale).
+    #[inline]
+    pub(crate) fn cancel(&mut self, key: Key) -> bool {
+        self.ring.remove(key)
     }
 
     /// Schedule `ev` at `t` (not before the last event popped); its key.
@@ -211,10 +236,10 @@ impl EventQueue {
         let q = &mut self.lanes[lane];
         if q.back().is_none_or(|&b| b < k) {
             q.push_back(k);
+            self.peak = self.peak.max(self.len());
         } else {
-            self.heap.push(k);
+            self.insert(k);
         }
-        self.peak = self.peak.max(self.len());
         k
     }
 
@@ -232,154 +257,194 @@ impl EventQueue {
     /// The next event, its key and its time.
     #[inline]
     pub(crate) fn pop(&mut self) -> Option<(Key, Nanos, Ev)> {
-        // The lanes' least head, then the heap's least if it is earlier.
+        // The least of the lanes' heads, the far heap's top and the ring's first key.
         let [a, b] = [0, 1].map(|i| self.lanes[i].front().copied().unwrap_or(Key::MAX));
-        let (lane, head) = if a < b { (0, a) } else { (1, b) };
-        let k = match self.heap.pop_before(head) {
-            Some(k) => k,
-            None if head == Key::MAX => return None,
-            None => {
-                self.lanes[lane].pop_front();
-                self.heap.advance(head);
-                head
+        let (mut src, mut k) = if a < b { (Source::Lane(0), a) } else { (Source::Lane(1), b) };
+        if let Some(&Reverse(f)) = self.far.peek() {
+            if f < k {
+                (src, k) = (Source::Far, f);
             }
-        };
+        }
+        if let Some((slot, r)) = self.ring.first() {
+            if r < k {
+                (src, k) = (Source::Ring(slot), r);
+            }
+        }
+        match src {
+            Source::Ring(slot) => self.ring.take(slot),
+            Source::Far => {
+                self.far.pop();
+            }
+            Source::Lane(_) if k == Key::MAX => return None,
+            Source::Lane(i) => {
+                self.lanes[i].pop_front();
+            }
+        }
+        self.ring.advance(k);
         Some((k, key_time(k), Ev::decode(k as u64)))
     }
 
     /// Entries held now.
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.heap.len + self.lanes[0].len() + self.lanes[1].len()
+        self.ring.len + self.far.len() + self.lanes[0].len() + self.lanes[1].len()
     }
 }
 
-/// Bits of a key's digit: a key is read as 32 digits of 4 bits.
-const DIGIT_BITS: u32 = 4;
-/// Values of a digit.
-const RADIX: usize = 1 << DIGIT_BITS;
-/// Buckets: one per (digit position, digit value).
-const NBUCKETS: usize = 128 / DIGIT_BITS as usize * RADIX;
+/// Bits of a slot's width in ns: a key's slot is its time `>> SLOT_BITS` (8.192 µs).
+const SLOT_BITS: u32 = 13;
+/// Slots of the ring: it reaches 4096 × 8.192 µs = 33.6 ms past the last key taken.
+const SLOTS: usize = 4096;
+/// No node (the end of a slot's list).
+const NIL: u32 = u32::MAX;
 
-/// A radix heap of distinct keys, each pushed greater than the last popped
-/// (see the module essay), read in base 16: bucket `RADIX × l + d` holds the
-/// keys whose highest digit differing from `last` is digit `l`, and is `d`
-/// there.
-struct RadixHeap {
-    /// The last key popped (0 before the first).
-    last: Key,
-    buckets: Vec<Vec<Key>>,
-    /// Bit `b % 64` of word `b / 64` set: bucket `b` is not empty.
-    used: [u64; NBUCKETS / 64],
+/// A stored key and the next of its slot.
+#[derive(Clone, Copy)]
+struct Node {
+    key: Key,
+    next: u32,
+}
+
+/// A ring of time slots (a calendar queue with one year of `SLOTS` days,
+/// Brown 1988; see the module essay): slot `s mod SLOTS` holds, in key
+/// order, the keys whose time `>> SLOT_BITS` is `s`, for `s` from `base`,
+/// the slot of the last key taken, to `base + SLOTS − 1`.
+struct Ring {
+    /// The slot number (time `>> SLOT_BITS`) of the last key taken.
+    base: u64,
+    /// Per slot, its first node (`NIL`: empty).
+    heads: Vec<u32>,
+    /// Bit `s % 64` of word `s / 64` set: slot `s` is not empty.
+    used: [u64; SLOTS / 64],
+    /// The nodes, stored and free (a list through `next` from `free`).
+    nodes: Vec<Node>,
+    free: u32,
     len: usize,
 }
 
-impl Default for RadixHeap {
+impl Default for Ring {
     fn default() -> Self {
-        RadixHeap { last: 0, buckets: vec![Vec::new(); NBUCKETS], used: [0; NBUCKETS / 64], len: 0 }
+        Ring { base: 0, heads: vec![NIL; SLOTS], used: [0; SLOTS / 64], nodes: Vec::new(), free: NIL, len: 0 }
     }
 }
 
-impl RadixHeap {
-    /// The bucket of `k` relative to `last`: its highest digit differing
-    /// from it, and its value there (`k` differs from `last`).
+impl Ring {
+    /// The ring's slot of key `k`, if the ring reaches its time.
     #[inline]
-    fn bucket(k: Key, last: Key) -> usize {
-        let l = (127 - (k ^ last).leading_zeros()) / DIGIT_BITS;
-        ((l as usize) << DIGIT_BITS) | ((k >> (l * DIGIT_BITS)) as usize & (RADIX - 1))
+    fn slot(&self, k: Key) -> Option<usize> {
+        let s = key_time(k).0 >> SLOT_BITS;
+        debug_assert!(s >= self.base, "an event keyed before the last one run");
+        (s.wrapping_sub(self.base) < SLOTS as u64).then_some(s as usize & (SLOTS - 1))
     }
 
+    /// Store `k` in its slot, in key order; false if the ring does not reach it.
     #[inline]
-    fn mark(&mut self, b: usize) {
-        self.used[b / 64] |= 1 << (b % 64);
-    }
-
-    #[inline]
-    fn push(&mut self, k: Key) {
-        // A key not after the last popped would be lost in the order: time went backwards.
-        assert!(k > self.last, "an event keyed before the last one run");
-        let b = Self::bucket(k, self.last);
-        self.buckets[b].push(k);
-        self.mark(b);
-        self.len += 1;
-    }
-
-    /// The lowest bucket not empty.
-    #[inline]
-    fn lowest(&self) -> Option<usize> {
-        let w = self.used.iter().position(|w| *w != 0)?;
-        Some(w * 64 + self.used[w].trailing_zeros() as usize)
-    }
-
-    /// The least key, if any.
-    #[cfg(test)]
-    fn pop(&mut self) -> Option<Key> {
-        self.pop_before(Key::MAX)
-    }
-
-    /// The least key if it is less than `bound` (a key not stored here), else
-    /// nothing (and nothing changes).
-    #[inline]
-    fn pop_before(&mut self, bound: Key) -> Option<Key> {
-        let b = self.lowest()?;
-        let bucket = &mut self.buckets[b];
-        if bucket.len() == 1 {
-            // The common case: one key there, nothing to move.
-            let k = bucket[0];
-            if k > bound {
-                return None;
+    fn push(&mut self, k: Key) -> bool {
+        let Some(slot) = self.slot(k) else { return false };
+        let n = match self.free {
+            NIL => {
+                self.nodes.push(Node { key: k, next: NIL });
+                (self.nodes.len() - 1) as u32
             }
-            bucket.clear();
-            self.used[b / 64] &= !(1 << (b % 64));
-            self.len -= 1;
-            self.last = k;
-            return Some(k);
+            f => {
+                self.free = self.nodes[f as usize].next;
+                self.nodes[f as usize].key = k;
+                f
+            }
+        };
+        let (mut prev, mut cur) = (NIL, self.heads[slot]);
+        while cur != NIL && self.nodes[cur as usize].key < k {
+            (prev, cur) = (cur, self.nodes[cur as usize].next);
         }
-        let m = bucket.iter().copied().min().expect("a used bucket");
-        if m > bound {
+        self.nodes[n as usize].next = cur;
+        match prev {
+            NIL => self.heads[slot] = n,
+            p => self.nodes[p as usize].next = n,
+        }
+        self.used[slot / 64] |= 1 << (slot % 64);
+        self.len += 1;
+        true
+    }
+
+    /// The first slot not empty from `base` on (round the ring), and its least key.
+    #[inline]
+    fn first(&self) -> Option<(usize, Key)> {
+        if self.len == 0 {
             return None;
         }
-        self.len -= 1;
-        self.used[b / 64] &= !(1 << (b % 64));
-        let mut keys = std::mem::take(bucket);
-        self.last = m;
-        // The others now differ from `m` first at a lower digit: each goes to a lower bucket.
-        for &k in &keys {
-            if k != m {
-                let nb = Self::bucket(k, m);
-                self.buckets[nb].push(k);
-                self.mark(nb);
+        let b = self.base as usize & (SLOTS - 1);
+        let (w0, bit) = (b / 64, b % 64);
+        // The base's word from its bit, the words after it round the ring, then its bits before.
+        let mut found = None;
+        let head = self.used[w0] & (u64::MAX << bit);
+        if head != 0 {
+            found = Some(w0 * 64 + head.trailing_zeros() as usize);
+        } else {
+            for i in 1..=SLOTS / 64 {
+                let w = (w0 + i) % (SLOTS / 64);
+                if self.used[w] != 0 {
+                    found = Some(w * 64 + self.used[w].trailing_zeros() as usize);
+                    break;
+                }
             }
         }
-        keys.clear();
-        self.buckets[b] = keys;
-        Some(m)
+        let slot = found.expect("a stored key in a used slot");
+        Some((slot, self.nodes[self.heads[slot] as usize].key))
     }
 
-    /// A key `k` less than every key stored (and greater than `last`) was
-    /// taken from elsewhere (a lane): it becomes `last`. Only the lowest
-    /// bucket can hold keys whose highest digit differing from `k` is lower
-    /// than from the old `last` (module essay), and only if `k` has that
-    /// bucket's digit; those keys move down, relative to `k`.
+    /// Take the least key of `slot` (from `first`).
+    #[inline]
+    fn take(&mut self, slot: usize) {
+        let n = self.heads[slot];
+        self.heads[slot] = self.nodes[n as usize].next;
+        if self.heads[slot] == NIL {
+            self.used[slot / 64] &= !(1 << (slot % 64));
+        }
+        self.nodes[n as usize].next = self.free;
+        self.free = n;
+        self.len -= 1;
+    }
+
+    /// Withdraw `k` if stored here.
+    #[inline]
+    fn remove(&mut self, k: Key) -> bool {
+        let Some(slot) = self.slot(k) else { return false };
+        let (mut prev, mut cur) = (NIL, self.heads[slot]);
+        while cur != NIL && self.nodes[cur as usize].key < k {
+            (prev, cur) = (cur, self.nodes[cur as usize].next);
+        }
+        if cur == NIL || self.nodes[cur as usize].key != k {
+            return false;
+        }
+        let next = self.nodes[cur as usize].next;
+        match prev {
+            NIL => {
+                self.heads[slot] = next;
+                if next == NIL {
+                    self.used[slot / 64] &= !(1 << (slot % 64));
+                }
+            }
+            p => self.nodes[p as usize].next = next,
+        }
+        self.nodes[cur as usize].next = self.free;
+        self.free = cur;
+        self.len -= 1;
+        true
+    }
+
+    /// Key `k` was taken (from here or elsewhere): the ring now starts at its slot.
     #[inline]
     fn advance(&mut self, k: Key) {
-        debug_assert!(k > self.last, "a key taken before the last one");
-        if let Some(b) = self.lowest() {
-            let l = (b >> DIGIT_BITS) as u32;
-            if (k >> (l * DIGIT_BITS)) as usize & (RADIX - 1) == b & (RADIX - 1) {
-                self.used[b / 64] &= !(1 << (b % 64));
-                let mut keys = std::mem::take(&mut self.buckets[b]);
-                for &x in &keys {
-                    debug_assert!(x > k, "a key taken from a lane after a stored one");
-                    let nb = Self::bucket(x, k);
-                    self.buckets[nb].push(x);
-                    self.mark(nb);
-                }
-                keys.clear();
-                self.buckets[b] = keys;
-            }
-        }
-        self.last = k;
+        self.base = key_time(k).0 >> SLOT_BITS;
+    }
+
+    /// The least key, if any (the ring alone).
+    #[cfg(test)]
+    fn pop(&mut self) -> Option<Key> {
+        let (slot, k) = self.first()?;
+        self.take(slot);
+        self.advance(k);
+        Some(k)
     }
 }
 
@@ -437,99 +502,129 @@ mod tests {
         assert_eq!(drain(&mut q).into_iter().map(|(_, e)| e).collect::<Vec<_>>(), all.to_vec());
     }
 
-    #[test]
-    fn the_heap_pops_a_shuffled_set_in_order() {
-        // 1000 distinct keys in a scrambled order (multiplication by a unit mod 1000),
-        // all pushed before the first pop.
-        let mut h = RadixHeap::default();
-        for i in 0..1000u128 {
-            h.push(1 + i * 7919 % 1000);
-        }
-        let out: Vec<Key> = std::iter::from_fn(|| h.pop()).collect();
-        assert_eq!(out, (1..=1000).collect::<Vec<_>>());
+    /// A key at time `t` ns with sequence number `seq` (no kind, id 0).
+    fn at(t: u64, seq: u64) -> Key {
+        (u128::from(t) << 64) | u128::from(seq << (ID_BITS + KIND_BITS))
     }
 
     #[test]
-    fn pushes_between_pops_come_out_in_key_order() {
-        // A run's pattern: pop the least, push a few keys after it (ticks on a
-        // 10 ns grid, a slice end at now + 30, a completion at now + 0..97, one
-        // at now itself with a greater sequence number). Worked example of the
-        // buckets first, in base 16: with nothing popped (last = 0), keys 0x12,
-        // 0x15 and 0x13 differ from it first at digit 1, where they are 1
-        // (bucket 16 + 1), and 0x31 is 3 there (bucket 16 + 3). The first pop
-        // takes bucket 17's least, 0x12, and moves the other two by their
-        // digit 0 (0x15 to bucket 5, 0x13 to bucket 3): 0x13 and 0x15 then pop
-        // from their own buckets, before 0x31, without a comparison.
-        let mut h = RadixHeap::default();
-        for k in [0x12u128, 0x15, 0x31, 0x13] {
-            h.push(k);
+    fn the_ring_pops_a_shuffled_set_in_order() {
+        // 1000 distinct keys in a scrambled order (multiplication by a unit mod
+        // 1000), ten to a slot (times 0..999 µs step 1 µs share 8.192 µs slots),
+        // all pushed before the first pop.
+        let mut r = Ring::default();
+        for i in 0..1000u64 {
+            let j = i * 7919 % 1000;
+            assert!(r.push(at(j * 1000, j)));
         }
-        assert_eq!(h.used[0], 1 << 17 | 1 << 19);
-        assert_eq!(h.pop(), Some(0x12));
-        assert_eq!(h.used[0], 1 << 3 | 1 << 5 | 1 << 19);
-        assert_eq!((h.pop(), h.pop(), h.pop(), h.pop()), (Some(0x13), Some(0x15), Some(0x31), None));
-        // Against a sorted reference over 2000 pops.
+        let out: Vec<Key> = std::iter::from_fn(|| r.pop()).collect();
+        assert_eq!(out, (0..1000).map(|j| at(j * 1000, j)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_slot_holds_its_keys_in_order_and_the_ring_reaches_33_ms() {
+        // Worked example (slots of 2^13 = 8192 ns): times 9000 and 9000 (a
+        // greater sequence number), 8192 and 16383 are in slot 1, listed in
+        // key order; 20000 is in slot 2. The ring reaches slot 4095 (time
+        // 4095 × 8192 = 33 546 240 .. 33 554 431 ns) from base 0: 33 554 432 is
+        // slot 4096, the far heap's.
+        let mut q = EventQueue::default();
+        let k = [at(9000, 2), at(9000, 3), at(8192, 4), at(20_000, 5), at(16_383, 6)];
+        for x in k {
+            q.insert(x);
+        }
+        q.insert(at(33_554_431, 7));
+        q.insert(at(33_554_432, 8));
+        assert_eq!((q.ring.len, q.far.len()), (6, 1));
+        assert_eq!(q.ring.used[0], 0b110);
+        assert_eq!(q.ring.used[63], 1 << 63);
+        let mut slot1 = Vec::new();
+        let mut n = q.ring.heads[1];
+        while n != NIL {
+            slot1.push(q.ring.nodes[n as usize].key);
+            n = q.ring.nodes[n as usize].next;
+        }
+        assert_eq!(slot1, vec![k[2], k[0], k[1], k[4]]);
+        // Once the ring starts at 9000's slot (1), the far key's slot 4096 is
+        // in reach: a key planned then at 33 554 433 goes to the ring, at slot
+        // 4096 mod 4096 = 0, and still pops after the far one.
+        assert_eq!(q.pop().map(|p| p.0), Some(k[2]));
+        q.insert(at(33_554_433, 9));
+        assert_eq!((q.ring.used[0] & 1, q.far.len()), (1, 1));
+        let rest: Vec<Key> = std::iter::from_fn(|| q.pop()).map(|p| p.0).collect();
+        assert_eq!(rest, vec![k[0], k[1], k[4], k[3], at(33_554_431, 7), at(33_554_432, 8), at(33_554_433, 9)]);
+    }
+
+    #[test]
+    fn a_cancelled_key_never_pops_and_a_far_one_cannot_be_cancelled() {
+        let mut q = EventQueue::default();
+        let a = q.push(Nanos(100), Ev::OpDone(TaskId(1)));
+        let b = q.push(Nanos(100), Ev::OpDone(TaskId(2)));
+        let c = q.push(Nanos(200), Ev::OpDone(TaskId(3)));
+        let far = q.push(Nanos(1_000_000_000), Ev::OpDone(TaskId(4)));
+        assert!(q.cancel(b));
+        assert!(!q.cancel(b), "already withdrawn");
+        assert!(!q.cancel(far), "waits in the far heap");
+        assert!(q.cancel(a));
+        assert_eq!(q.len(), 2);
+        assert_eq!(drain(&mut q), vec![(200, Ev::OpDone(TaskId(3))), (1_000_000_000, Ev::OpDone(TaskId(4)))]);
+        let _ = c;
+        // A freed node is used again.
+        assert_eq!(q.ring.nodes.len(), 3);
+        q.push(Nanos(1_000_000_001), Ev::Stats);
+        assert_eq!(q.ring.nodes.len(), 3);
+    }
+
+    #[test]
+    fn pushes_and_cancels_between_pops_come_out_in_key_order() {
+        // A run's pattern: pop the least, push a few keys after it (ticks on a
+        // 10 µs grid, a slice end at now + 30 µs, a completion at now + 0..97
+        // ms — some past the ring's reach — one at now itself with a greater
+        // sequence number), and withdraw every third completion planned.
+        // Against a sorted reference over 5000 pops.
         let mut q = EventQueue::default();
         let mut reference = std::collections::BTreeSet::new();
         let push = |q: &mut EventQueue, r: &mut std::collections::BTreeSet<Key>, t: u64, ev: Ev| {
-            r.insert(q.push(Nanos(t), ev));
+            let k = q.push(Nanos(t), ev);
+            r.insert(k);
+            k
         };
         push(&mut q, &mut reference, 0, Ev::Stats);
         let mut popped = 0;
+        let mut cancelled = 0;
         while let Some((k, t, _)) = q.pop() {
             assert_eq!(Some(k), reference.pop_first(), "pop {popped}");
             popped += 1;
-            if popped > 2000 {
+            if popped > 5000 {
                 break;
             }
             let now = t.0;
-            push(&mut q, &mut reference, now / 10 * 10 + 10, Ev::Tick(CpuId((now % 3) as u32)));
-            push(&mut q, &mut reference, now + 30, Ev::SliceEnd(CpuId(1)));
-            push(&mut q, &mut reference, now + now * 13 % 97, Ev::OpDone(TaskId(4)));
+            push(&mut q, &mut reference, now / 10_000 * 10_000 + 10_000, Ev::Tick(CpuId((now % 3) as u32)));
+            push(&mut q, &mut reference, now + 30_000, Ev::SliceEnd(CpuId(1)));
+            let c = push(&mut q, &mut reference, now + (now * 13 % 97) * 1_000_000, Ev::OpDone(TaskId(4)));
+            if popped % 3 == 0 && q.cancel(c) {
+                reference.remove(&c);
+                cancelled += 1;
+            }
             if popped % 5 == 0 {
                 push(&mut q, &mut reference, now, Ev::Wake(TaskId(2)));
             }
         }
-        assert!(popped > 2000);
+        assert!(popped > 5000 && cancelled > 100, "{popped} {cancelled}");
         assert_eq!(q.len(), reference.len());
     }
 
     #[test]
-    fn a_key_taken_from_a_lane_moves_the_lowest_bucket_down_when_it_shares_its_digit() {
-        // Keys 0x15 and 0x17 sit in bucket 16 + 1 (digit 1 is 1, last = 0). A
-        // lane's 0x14 comes first: relative to it they differ first at digit
-        // 0, so they move to buckets 5 and 7; a later push of 0x16 (bucket 6
-        // relative to 0x14) then pops between them. Without the move 0x16
-        // would pop before 0x15.
-        let mut h = RadixHeap::default();
-        h.push(0x15);
-        h.push(0x17);
-        assert_eq!(h.pop_before(0x14), None);
-        h.advance(0x14);
-        assert_eq!(h.used[0], 1 << 5 | 1 << 7);
-        h.push(0x16);
-        assert_eq!((h.pop(), h.pop(), h.pop(), h.pop()), (Some(0x15), Some(0x16), Some(0x17), None));
-        // A lane key with another digit there leaves the bucket as it is:
-        // 0x25 and 0x27 (bucket 16 + 2) stay put when 0x1f is taken.
-        for k in [0x25u128, 0x27] {
-            h.push(k);
-        }
-        h.advance(0x1f);
-        assert_eq!(h.used[0], 1 << 18);
-        assert_eq!((h.pop(), h.pop()), (Some(0x25), Some(0x27)));
-    }
-
-    #[test]
-    fn ticks_out_of_their_lanes_order_go_to_the_heap() {
+    fn ticks_out_of_their_lanes_order_go_to_the_ring() {
         // Ticks at 10, 20 (in order: the lane), then one at 15 (before the
-        // lane's tail: the heap); a slice end at 12 in its own lane. All pop in time order.
+        // lane's tail: the ring); a slice end at 12 in its own lane. All pop in time order.
         let mut q = EventQueue::default();
         q.push(Nanos(10), Ev::Tick(CpuId(0)));
         q.push(Nanos(20), Ev::Tick(CpuId(1)));
         q.push(Nanos(15), Ev::Tick(CpuId(2)));
         q.push(Nanos(12), Ev::SliceEnd(CpuId(0)));
         q.push(Nanos(11), Ev::Stats);
-        assert_eq!((q.lanes[0].len(), q.lanes[1].len(), q.heap.len), (2, 1, 2));
+        assert_eq!((q.lanes[0].len(), q.lanes[1].len(), q.ring.len), (2, 1, 2));
         assert_eq!(
             drain(&mut q),
             vec![

@@ -100,7 +100,7 @@ impl Sim {
                     if prev_runnable {
                         self.set_state(p, St::Runnable);
                     }
-                    self.tasks[p.idx()].gen = self.tasks[p.idx()].gen.wrapping_add(1);
+                    self.supersede(p);
                 }
                 self.set_curr(c, pick.task);
             }

@@ -343,10 +343,10 @@ impl Sim {
         if let Act::Spin { yields: true, .. } = self.tasks[w.idx()].act {
             self.tell_yielding(w, false);
         }
+        self.supersede(w);
         let tk = &mut self.tasks[w.idx()];
         tk.pc += 1;
         tk.act = Act::Ready;
-        tk.gen = tk.gen.wrapping_add(1);
         match st {
             St::Blocked => self.wake(w),
             St::Running(_) => self.pending.push_back(Pending::Continue(w)),

@@ -1,12 +1,14 @@
 //! The discrete-event engine: simulated CPUs running tasks' programs under a
 //! Dispatcher, with an optional Placer on top.
 //!
-//! Design: one priority queue of events (a radix heap, `clock`) ordered by
-//! (time, sequence number), so simultaneous events run in the order they
-//! were scheduled (a total order).
-//! Time is integer nanoseconds. Stale events (a compute segment preempted, a
-//! slice ended early) are invalidated by generation counters instead of being
-//! removed. Effects that happen "now" (a dispatcher asking a CPU to
+//! Design: one priority queue of events (a calendar ring with FIFO lanes,
+//! `clock`) ordered by (time, sequence number), so simultaneous events run in
+//! the order they were scheduled (a total order).
+//! Time is integer nanoseconds. A superseded completion (a compute segment
+//! preempted) is withdrawn from the queue (`Sim::supersede`) and counted as
+//! the stale event it would have been; other stale events (a slice ended
+//! early, a wake-up replaced) are invalidated by deadlines, keys and
+//! generation counters instead of being removed. Effects that happen "now" (a dispatcher asking a CPU to
 //! reschedule, a spinning task released by a barrier) go into a FIFO of
 //! pending actions drained after each event, at the same instant.
 //!

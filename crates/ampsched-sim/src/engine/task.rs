@@ -85,17 +85,6 @@ pub(super) enum St {
     Done,
 }
 
-/// Where a task's latest completion plan stands in the event queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Plan {
-    /// None pending: it ran, was counted as superseded, or lies past the horizon.
-    Settled,
-    /// It has its own entry in the queue.
-    Queued,
-    /// It has no entry yet: an earlier entry of the task is queued and re-arms it when popped.
-    Waiting,
-}
-
 /// What a task is doing on its CPU (or waiting for).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Act {
@@ -159,8 +148,6 @@ pub(super) struct Task {
     pub(super) refill_left: u128,
     /// The latest completion planned (`Sim::plan_op`): its key and the generation it was made under.
     pub(super) op_key: Key,
-    /// Key of this task's earliest completion entry in the queue (`Key::MAX`: none known).
-    pub(super) armed: Key,
     // Line 2: what it does, since when, at what cost.
     pub(super) act: Act,
     pub(super) seg_start: Nanos,
@@ -194,8 +181,8 @@ pub(super) struct Task {
     pub(super) overlap: f64,
     pub(super) loops: Vec<u32>,
     pub(super) rank: u32,
-    /// Whether `op_key` has its own entry in the queue, waits for one, or is settled.
-    pub(super) op_entry: Plan,
+    /// Whether `op_key` is in the queue and live (not yet popped or superseded).
+    pub(super) op_queued: bool,
     pub(super) idle_vcpu: bool,
     /// Of a background domain: not counted among the live tasks a run waits for.
     pub(super) background: bool,
@@ -252,8 +239,7 @@ impl Task {
             gen: 0,
             op_key: 0,
             op_gen: 0,
-            op_entry: Plan::Settled,
-            armed: Key::MAX,
+            op_queued: false,
             wake_key: 0,
             spin_used: Nanos::ZERO,
             pf_static_done: false,
