@@ -57,8 +57,8 @@
 //!
 //! Invariants (debug-asserted after every pick, [`Credit::invariant_violation`]):
 //! a vCPU is on at most one runqueue, on its own pCPU's, and never queued
-//! while running or parked; `nr_runnable[c]` = queued + running on `c`; no
-//! queued vCPU is above its queue's priority bound; each NUMA node counts
+//! while running or parked; `nr_runnable[c]` = queued + running on `c`; each
+//! queue's priority bound is its best queued priority; each NUMA node counts
 //! its steal candidates (overloaded, not idling; and of those with an
 //! UNDER-or-better vCPU queued) right, so a steal skips empty nodes; each domain's active
 //! count, the active-domain list and the total weight agree with the vCPUs
@@ -259,6 +259,8 @@ pub struct Credit {
     p: CreditParams,
     name: &'static str,
     credits_per_tslice: i32,
+    /// The tick period, `tslice / ticks_per_tslice` (asked at every busy start).
+    tick: Nanos,
     /// Per task.
     vc: Vec<Vcpu>,
     /// Per task its priority (`PRI_*`), apart from `vc` so that runqueue
@@ -271,31 +273,24 @@ pub struct Credit {
     active_doms: Vec<DomainId>,
     /// Per CPU: queued vCPUs, highest priority first.
     runq: Vec<Vec<TaskId>>,
-    /// Per CPU: queued + running.
-    nr_runnable: Vec<u32>,
+    /// Per CPU: its counts, bound, flags, memory domain and node in one small
+    /// record ([`CpuSt`]), so a steal or a count change reads one line for a peer.
+    cpu: Vec<CpuSt>,
     runq_sort_last: Vec<u32>,
     runq_sort: u32,
     /// Scratch of `runq_sort` (kept to reuse its allocation).
     sort_scratch: Vec<TaskId>,
-    /// Per CPU: an upper bound on the priority of its queued vCPUs (`PRI_IDLE`
-    /// when empty), so a steal skips peers that cannot have a better vCPU
-    /// without touching their queues. Raised on every insert and every raise of
-    /// a queued vCPU's priority; tightened when a steal finds nothing there.
-    q_hi: Vec<i8>,
+    /// Scratch of the accounting: the active domains as the period began.
+    acct_doms: Vec<DomainId>,
     /// pCPUs idling (and not yet tickled); change only through `set_idle`.
     idlers: CpuSet,
     /// Number of idlers per memory domain (kept in step with `idlers`).
     idle_per_md: Vec<u32>,
-    md_of: Vec<u32>,
-    node_of: Vec<u32>,
-    /// Per CPU: [`F_OVERLOADED`] (more than one runnable vCPU), [`F_IDLE`]
-    /// (in `idlers`) and [`F_Q_UNDER`] (`q_hi` at least `PRI_UNDER`), one
-    /// byte read to tell whether a CPU is a steal candidate.
-    flags: Vec<u8>,
     /// The steal candidates (overloaded, not idling), and of those the ones
     /// with an UNDER-or-better vCPU queued (the peers worth a look for a pCPU
-    /// whose own best is OVER), as bitmaps kept in step with `flags`.
-    cand: [CpuSet; 2],
+    /// whose own best is OVER), as bitmaps (CPU `c` at bit `c % 64` of word
+    /// `c / 64`) kept in step with the flags.
+    cand: [[u64; WORDS]; 2],
     /// Per NUMA node, how many of its pCPUs are in each `cand` set; and as
     /// bitmaps over nodes, the nodes where that count is not 0. Kept in step
     /// by `set_idle`, `set_nr` and `set_q_hi`, so a steal visits only the
@@ -324,8 +319,41 @@ pub struct Credit {
 const F_OVERLOADED: u8 = 1;
 /// `flags` bit: idling (in `idlers`).
 const F_IDLE: u8 = 2;
-/// `flags` bit: an UNDER-or-better vCPU may be queued (`q_hi ≥ PRI_UNDER`).
+/// `flags` bit: an UNDER-or-better vCPU is queued (`q_hi ≥ PRI_UNDER`).
 const F_Q_UNDER: u8 = 4;
+
+/// Per flags value, its steal candidacy: bit 0 a candidate (overloaded, not
+/// idling), bit 1 a candidate with an UNDER-or-better vCPU queued.
+const CAND: [u8; 8] = {
+    let mut t = [0u8; 8];
+    let mut f = 0;
+    while f < 8 {
+        let c = (f as u8) & (F_OVERLOADED | F_IDLE) == F_OVERLOADED;
+        t[f] = c as u8 | ((c && (f as u8) & F_Q_UNDER != 0) as u8) << 1;
+        f += 1;
+    }
+    t
+};
+
+/// The small per-pCPU state read together by steals, wake-ups and count changes.
+#[derive(Clone, Copy, Debug)]
+struct CpuSt {
+    /// vCPUs runnable here: queued plus the one running.
+    nr: u32,
+    /// Its memory domain.
+    md: u16,
+    /// Its NUMA node.
+    node: u16,
+    /// The highest priority of its queued vCPUs (`PRI_IDLE` when none): a
+    /// steal skips a peer that has no better vCPU without touching its queue.
+    /// Exact: raised on every insert and every raise of a queued vCPU's
+    /// priority, recomputed when the highest leaves the queue or a queued
+    /// vCPU's priority is lowered.
+    q_hi: i8,
+    /// [`F_OVERLOADED`], [`F_IDLE`] and [`F_Q_UNDER`]: one byte tells whether
+    /// the pCPU is a steal candidate.
+    flags: u8,
+}
 
 /// Where a NUMA node's CPU bitmap lies and where its next steal starts.
 #[derive(Clone, Copy, Debug)]
@@ -372,6 +400,7 @@ impl Credit {
         let mut c = Credit {
             name,
             credits_per_tslice,
+            tick: p.tslice / p.ticks_per_tslice(),
             vc: Vec::new(),
             pri: Vec::new(),
             dom_active: Vec::new(),
@@ -380,17 +409,18 @@ impl Credit {
             dom_listed: Vec::new(),
             active_doms: Vec::new(),
             runq: vec![Vec::new(); n],
-            nr_runnable: vec![0; n],
+            cpu: topo
+                .cpus
+                .iter()
+                .map(|c| CpuSt { nr: 0, md: c.mem_domain as u16, node: c.numa as u16, q_hi: PRI_IDLE, flags: F_IDLE })
+                .collect(),
             runq_sort_last: vec![0; n],
             runq_sort: 0,
             sort_scratch: Vec::new(),
-            q_hi: vec![PRI_IDLE; n],
+            acct_doms: Vec::new(),
             idlers: topo.all,
             idle_per_md: topo.mem_domains.iter().map(|s| s.len() as u32).collect(),
-            md_of: topo.cpus.iter().map(|c| c.mem_domain).collect(),
-            node_of: topo.cpus.iter().map(|c| c.numa).collect(),
-            flags: vec![F_IDLE; n],
-            cand: [CpuSet::new(), CpuSet::new()],
+            cand: [[0; WORDS]; 2],
             node_cand: vec![[0; 2]; topo.numa_nodes.len().max(1)],
             nodes_with: [0, 1].map(|_| vec![0u64; topo.numa_nodes.len().max(1).div_ceil(64)]),
             node_span: Vec::new(),
@@ -482,7 +512,7 @@ impl Credit {
 
     /// vCPUs runnable on `cpu`: queued there plus the one running there.
     pub fn nr_runnable(&self, cpu: CpuId) -> u32 {
-        self.nr_runnable[cpu.idx()]
+        self.cpu[cpu.idx()].nr
     }
 
     /// The pCPUs idling (and not yet tickled).
@@ -491,7 +521,7 @@ impl Credit {
     }
 
     /// Set `t`'s priority (BOOST, COS, or back), keeping its runqueue ordered
-    /// and the queue's priority bound raised if it is queued.
+    /// and the queue's priority bound exact if it is queued.
     pub fn set_pri(&mut self, t: TaskId, pri: i8) {
         debug_assert!([PRI_COS, PRI_BOOST, PRI_UNDER, PRI_OVER].contains(&pri), "priority {pri} of {t}");
         if self.pri[t.idx()] == pri {
@@ -540,11 +570,11 @@ impl Credit {
 
     /// Mark a pCPU idle or not, keeping the per-memory-domain counts.
     pub fn set_idle(&mut self, cpu: CpuId, idle: bool) {
-        let was = self.flags[cpu.idx()];
-        if (was & F_IDLE != 0) == idle {
+        let st = self.cpu[cpu.idx()];
+        if (st.flags & F_IDLE != 0) == idle {
             return;
         }
-        let md = self.md_of[cpu.idx()] as usize;
+        let md = st.md as usize;
         if idle {
             self.idlers.insert(cpu);
             self.idle_per_md[md] += 1;
@@ -552,12 +582,14 @@ impl Credit {
             self.idlers.remove(cpu);
             self.idle_per_md[md] -= 1;
         }
-        self.set_flags(cpu, was ^ F_IDLE);
+        self.set_flags(cpu, st.flags ^ F_IDLE);
     }
 
+    #[inline]
     fn set_nr(&mut self, cpu: CpuId, n: u32) {
-        self.nr_runnable[cpu.idx()] = n;
-        let was = self.flags[cpu.idx()];
+        let st = &mut self.cpu[cpu.idx()];
+        st.nr = n;
+        let was = st.flags;
         let now = if n > 1 { was | F_OVERLOADED } else { was & !F_OVERLOADED };
         if now != was {
             self.set_flags(cpu, now);
@@ -568,45 +600,55 @@ impl Credit {
     /// and one with an UNDER-or-better vCPU queued.
     #[inline]
     fn candidate(flags: u8) -> [bool; 2] {
-        let c = flags & (F_OVERLOADED | F_IDLE) == F_OVERLOADED;
-        [c, c && flags & F_Q_UNDER != 0]
+        let c = CAND[flags as usize & 7];
+        [c & 1 != 0, c & 2 != 0]
     }
 
     /// Change `cpu`'s flags to `now`, updating the candidate bitmaps, its
     /// node's counts and the node bitmaps where its candidacy changed.
     #[inline]
     fn set_flags(&mut self, cpu: CpuId, now: u8) {
-        let was = Self::candidate(self.flags[cpu.idx()]);
-        self.flags[cpu.idx()] = now;
-        let now = Self::candidate(now);
-        if now == was {
-            return;
+        let st = &mut self.cpu[cpu.idx()];
+        let diff = CAND[st.flags as usize & 7] ^ CAND[now as usize & 7];
+        st.flags = now;
+        if diff != 0 {
+            self.flip_candidacy(cpu, diff);
         }
-        let n = self.node_of[cpu.idx()] as usize;
+    }
+
+    /// `cpu`'s candidacy changed in the sets of the bits of `diff`: flip its
+    /// bit there and count it in or out of its node.
+    fn flip_candidacy(&mut self, cpu: CpuId, diff: u8) {
+        let c = cpu.idx();
+        let n = self.cpu[c].node as usize;
+        let (bit, nbit) = (1u64 << (c % 64), 1u64 << (n % 64));
         for k in 0..2 {
-            if now[k] != was[k] {
-                let cnt = &mut self.node_cand[n][k];
-                *cnt = if now[k] { *cnt + 1 } else { *cnt - 1 };
-                let bit = 1u64 << (n % 64);
-                if *cnt > 0 {
-                    self.nodes_with[k][n / 64] |= bit;
-                } else {
-                    self.nodes_with[k][n / 64] &= !bit;
+            if diff >> k & 1 == 0 {
+                continue;
+            }
+            let w = &mut self.cand[k][c / 64];
+            *w ^= bit;
+            let cnt = &mut self.node_cand[n][k];
+            if *w & bit != 0 {
+                *cnt += 1;
+                if *cnt == 1 {
+                    self.nodes_with[k][n / 64] |= nbit;
                 }
-                if now[k] {
-                    self.cand[k].insert(cpu);
-                } else {
-                    self.cand[k].remove(cpu);
+            } else {
+                *cnt -= 1;
+                if *cnt == 0 {
+                    self.nodes_with[k][n / 64] &= !nbit;
                 }
             }
         }
     }
+
     fn inc_nr(&mut self, cpu: CpuId) {
-        let n = self.nr_runnable[cpu.idx()] + 1;
+        let n = self.cpu[cpu.idx()].nr + 1;
         self.set_nr(cpu, n);
     }
     fn dec_nr(&mut self, cpu: CpuId) {
-        let n = self.nr_runnable[cpu.idx()];
+        let n = self.cpu[cpu.idx()].nr;
         debug_assert!(n >= 1, "nr_runnable underflow on {cpu}");
         self.set_nr(cpu, n.saturating_sub(1));
     }
@@ -616,16 +658,23 @@ impl Credit {
         let v = &self.vc[t.idx()];
         debug_assert!(!v.on_runq, "{t} queued twice");
         let (cpu, pri) = (v.cpu, self.pri[t.idx()]);
-        let q = &self.runq[cpu.idx()];
-        let pos = q.iter().position(|o| pri > self.pri[o.idx()]).unwrap_or(q.len());
-        self.runq[cpu.idx()].insert(pos, t);
+        let pri_of = &self.pri;
+        let q = &mut self.runq[cpu.idx()];
+        let pos = q.iter().position(|o| pri > pri_of[o.idx()]).unwrap_or(q.len());
+        // Queues are short (under one vCPU waiting on average): shift by
+        // swaps rather than a `memmove` call.
+        q.push(t);
+        for i in (pos + 1..q.len()).rev() {
+            q.swap(i, i - 1);
+        }
         self.vc[t.idx()].on_runq = true;
         self.raise_q_hi(cpu, pri);
     }
 
     fn set_q_hi(&mut self, cpu: CpuId, pri: i8) {
-        self.q_hi[cpu.idx()] = pri;
-        let was = self.flags[cpu.idx()];
+        let st = &mut self.cpu[cpu.idx()];
+        st.q_hi = pri;
+        let was = st.flags;
         let now = if pri >= PRI_UNDER { was | F_Q_UNDER } else { was & !F_Q_UNDER };
         if now != was {
             self.set_flags(cpu, now);
@@ -633,8 +682,17 @@ impl Credit {
     }
 
     fn raise_q_hi(&mut self, cpu: CpuId, pri: i8) {
-        if pri > self.q_hi[cpu.idx()] {
+        if pri > self.cpu[cpu.idx()].q_hi {
             self.set_q_hi(cpu, pri);
+        }
+    }
+
+    /// Set `cpu`'s queue bound to the highest priority queued there.
+    fn refresh_q_hi(&mut self, cpu: CpuId) {
+        let pri = &self.pri;
+        let hi = self.runq[cpu.idx()].iter().map(|t| pri[t.idx()]).max().unwrap_or(PRI_IDLE);
+        if hi != self.cpu[cpu.idx()].q_hi {
+            self.set_q_hi(cpu, hi);
         }
     }
 
@@ -654,9 +712,15 @@ impl Credit {
     /// Take the vCPU at `pos` off `cpu`'s runqueue (its own pCPU's).
     fn runq_remove_at(&mut self, cpu: CpuId, pos: usize) {
         let q = &mut self.runq[cpu.idx()];
-        let t = q.remove(pos);
+        // Short queues: shift by swaps rather than a `memmove` call.
+        for i in pos + 1..q.len() {
+            q.swap(i - 1, i);
+        }
+        let t = q.pop().expect("a vCPU at pos");
         if q.is_empty() {
             self.set_q_hi(cpu, PRI_IDLE);
+        } else if self.pri[t.idx()] == self.cpu[cpu.idx()].q_hi {
+            self.refresh_q_hi(cpu);
         }
         self.vc[t.idx()].on_runq = false;
     }
@@ -800,9 +864,9 @@ impl Credit {
         let bonus = cpu == here && (xen40 || self.runq[here.idx()].is_empty()) && !self.idlers.contains(here);
         let factor = if xen40 { 1 } else { 2 };
         let idle_in = |m: usize, c: CpuId| {
-            self.idle_per_md[m] + (bonus && self.md_of[here.idx()] as usize == m && c == here) as u32
+            self.idle_per_md[m] + (bonus && self.cpu[here.idx()].md as usize == m && c == here) as u32
         };
-        let md = |c: CpuId| self.md_of[c.idx()] as usize;
+        let md = |c: CpuId| self.cpu[c.idx()].md as usize;
         // Same memory domain: an idle pCPU beats a busy one.
         let cpu_idle = self.idlers.contains(cpu) || (bonus && cpu == here);
         // The next idler after `c` in `t`'s affinity and memory domain `m` (`cycle`).
@@ -901,106 +965,105 @@ impl Credit {
         let k = (pri >= PRI_OVER) as usize;
         let mut workers = [0u64; WORDS];
         for (i, w) in workers[..nw].iter_mut().enumerate() {
-            *w = self.cand[k].word(i);
+            *w = self.cand[k][i];
         }
         workers[cpu.idx() / 64] &= !(1u64 << (cpu.idx() % 64));
         if workers[..nw].iter().all(|w| *w == 0) {
             return None;
         }
-        if self.p.profile == Profile::Xen40 {
+        // Where to steal is found first, reading only; then the one vCPU is moved.
+        let (peer, pos, t) = if self.p.profile == Profile::Xen40 {
             // One pass over the workers from cpu + 1.
-            return self.steal_visit(v, &workers[..nw], 0, cpu, cpu, pri).map(|(_, t)| t);
-        }
-        // The nodes with a candidate, from cpu's own node on, cyclically (`cycle`
-        // after the node before it); in each, the peers from the node's bias on.
-        let nnodes = self.node_cand.len();
-        let node = self.node_of[cpu.idx()] as usize;
-        let before = CpuId(if node == 0 { nnodes - 1 } else { node - 1 } as u32);
-        // A copy: a failed visit may tighten a peer's bound, and its node's bit, meanwhile.
-        let with = &self.nodes_with[k];
-        let mut nodes = [0u64; WORDS];
-        nodes[..with.len()].copy_from_slice(with);
-        let nodes = &nodes[..with.len()];
-        let mut got = None;
-        cycle_visit(nodes, before, |n| {
-            let sp = self.node_span[n.idx()];
-            let (lo, len, off) = (sp.lo as usize, sp.n as usize, sp.off as usize);
-            // The node's peers, as words `lo..lo + len`: visited from the bias on
-            // (all of them in order when the bias lies outside these words).
-            let (base, span) = (lo * 64, len * 64);
-            let b = sp.bias.idx();
-            let from = CpuId(if b >= base && b < base + span { b - base } else { span - 1 } as u32);
-            let mut w = [0u64; WORDS];
-            for (j, x) in w[..len].iter_mut().enumerate() {
-                *x = workers[lo + j] & self.node_mask[off + j];
-            }
-            got = self.steal_visit(v, &w[..len], base, from, cpu, pri).map(|(peer, t)| (n, peer, t));
-            got.is_some()
-        });
-        let (n, peer, t) = got?;
-        self.node_span[n.idx()].bias = peer;
-        Some(t)
+            self.steal_visit(v, &workers[..nw], 0, cpu, cpu, pri)?
+        } else {
+            // The nodes with a candidate, from cpu's own node on, cyclically (`cycle`
+            // after the node before it); in each, the peers from the node's bias on.
+            let nnodes = self.node_cand.len();
+            let node = self.cpu[cpu.idx()].node as usize;
+            let before = CpuId(if node == 0 { nnodes - 1 } else { node - 1 } as u32);
+            let mut got = None;
+            let n = cycle_visit(&self.nodes_with[k], before, |n| {
+                let sp = self.node_span[n.idx()];
+                let (lo, len, off) = (sp.lo as usize, sp.n as usize, sp.off as usize);
+                // The node's peers, as words `lo..lo + len`: visited from the bias on
+                // (all of them in order when the bias lies outside these words).
+                let (base, span) = (lo * 64, len * 64);
+                let b = sp.bias.idx();
+                let from = CpuId(if b >= base && b < base + span { b - base } else { span - 1 } as u32);
+                let mut w = [0u64; WORDS];
+                for (j, x) in w[..len].iter_mut().enumerate() {
+                    *x = workers[lo + j] & self.node_mask[off + j];
+                }
+                got = self.steal_visit(v, &w[..len], base, from, cpu, pri);
+                got.is_some()
+            })?;
+            let got = got?;
+            self.node_span[n.idx()].bias = got.0;
+            got
+        };
+        Some(self.steal_take(peer, pos, t, cpu))
     }
 
     /// Try the peers of the bitmask `peers` (CPU `base + i` at bit `i`) in
     /// `cycle` order after `from` (relative to `base`), those whose queue
-    /// bound beats `pri`: the first vCPU stolen, and from whom.
+    /// bound beats `pri`: the first vCPU `cpu` may steal, from whom and where
+    /// it stands in that peer's queue.
     fn steal_visit(
-        &mut self,
+        &self,
         v: &SysView,
         peers: &[u64],
         base: usize,
         from: CpuId,
         cpu: CpuId,
         pri: i8,
-    ) -> Option<(CpuId, TaskId)> {
+    ) -> Option<(CpuId, usize, TaskId)> {
         let mut got = None;
         let peer = cycle_visit(peers, from, |p| {
             let peer = CpuId((base + p.idx()) as u32);
-            if self.q_hi[peer.idx()] > pri {
-                got = self.steal_from(v, peer, cpu, pri);
+            if self.cpu[peer.idx()].q_hi > pri {
+                got = self.steal_find(v, peer, cpu, pri);
             }
             got.is_some()
         })?;
-        got.map(|t| (CpuId((base + peer.idx()) as u32), t))
+        got.map(|(pos, t)| (CpuId((base + peer.idx()) as u32), pos, t))
     }
 
-    fn steal_from(&mut self, v: &SysView, peer: CpuId, cpu: CpuId, pri: i8) -> Option<TaskId> {
+    /// The vCPU `cpu` may steal from `peer` (Xen `csched_runq_steal`), and its
+    /// place in `peer`'s queue: among the vCPUs better than `pri` at the head
+    /// of the queue (Xen stops at the first one not better), the first allowed
+    /// on `cpu` and not cache-hot.
+    fn steal_find(&self, v: &SysView, peer: CpuId, cpu: CpuId, pri: i8) -> Option<(usize, TaskId)> {
         // An idle peer is about to pick from its own queue: leave it alone.
         v.curr[peer.idx()]?;
         let now = v.now;
         let hot_window = self.p.migration_delay;
-        let q = &self.runq[peer.idx()];
-        // One pass over the vCPUs better than `pri` at the head of the queue
-        // (Xen stops at the first one not better): the first allowed here and
-        // not cache-hot, and where it stands.
-        let mut better = false;
-        let mut found = None;
-        for (pos, &t) in q.iter().enumerate() {
+        for (pos, &t) in self.runq[peer.idx()].iter().enumerate() {
             if self.pri[t.idx()] <= pri {
-                break;
+                // Nothing better at the head: the bound is exact, so this happens
+                // only in a queue not re-sorted since an accounting.
+                return None;
             }
-            let vc = &self.vc[t.idx()];
-            better = true;
-            let hot = hot_window.0 > 0 && now.saturating_sub(vc.last_sched) < hot_window;
+            let hot = hot_window.0 > 0 && now.saturating_sub(self.vc[t.idx()].last_sched) < hot_window;
             if !hot && v.tasks[t.idx()].affinity.contains(cpu) {
-                found = Some((pos, t));
-                break;
+                return Some((pos, t));
             }
         }
-        if !better {
-            // Nothing better here: tighten the bound so later steals skip this peer.
-            let hi = q.iter().map(|t| self.pri[t.idx()]).max().unwrap_or(PRI_IDLE);
-            self.set_q_hi(peer, hi);
-            return None;
-        }
-        let (pos, found) = found?;
+        None
+    }
+
+    /// Move `t`, at `pos` in `peer`'s queue, to `cpu` (counted there, not queued: it runs next).
+    fn steal_take(&mut self, peer: CpuId, pos: usize, t: TaskId, cpu: CpuId) -> TaskId {
         self.runq_remove_at(peer, pos);
         self.dec_nr(peer);
-        self.vc[found.idx()].cpu = cpu;
+        self.vc[t.idx()].cpu = cpu;
         self.inc_nr(cpu);
         self.stats.steals += 1;
-        Some(found)
+        t
+    }
+
+    fn steal_from(&mut self, v: &SysView, peer: CpuId, cpu: CpuId, pri: i8) -> Option<TaskId> {
+        let (pos, t) = self.steal_find(v, peer, cpu, pri)?;
+        Some(self.steal_take(peer, pos, t, cpu))
     }
 
     /// Queue a runnable vCPU that is not running and not queued, on its pCPU
@@ -1110,8 +1173,8 @@ impl Credit {
 
     /// The first broken invariant, with `v.curr` as what runs, or `None`.
     /// Runqueues: a vCPU is on at most one runqueue, never queued while
-    /// running or parked, queued on its own pCPU, not above the queue's
-    /// priority bound; `nr_runnable` = queued + running; each NUMA node's
+    /// running or parked, queued on its own pCPU; each queue's priority bound
+    /// is its best queued priority; `nr_runnable` = queued + running; each NUMA node's
     /// steal-candidate counts and bits agree with the sets. Accounting state:
     /// each domain's active count is its vCPUs on the active list, the
     /// active-domain list holds exactly the domains with an active vCPU, and
@@ -1120,25 +1183,27 @@ impl Credit {
         let mut queued = 0usize;
         for (c, q) in self.runq.iter().enumerate() {
             let cpu = CpuId(c as u32);
-            let f = self.flags[c];
+            let st = self.cpu[c];
+            let f = st.flags;
             let bit = |on: bool, flag: u8| if on { flag } else { 0 };
-            let want = bit(self.nr_runnable[c] > 1, F_OVERLOADED)
+            let want = bit(st.nr > 1, F_OVERLOADED)
                 | bit(self.idlers.contains(cpu), F_IDLE)
-                | bit(self.q_hi[c] >= PRI_UNDER, F_Q_UNDER);
+                | bit(st.q_hi >= PRI_UNDER, F_Q_UNDER);
             if f != want {
                 return Some(format!("flags of cpu{c} are {f:#x}, its state says {want:#x}"));
             }
             let cand = Self::candidate(f);
-            if cand != [self.cand[0].contains(cpu), self.cand[1].contains(cpu)] {
+            let in_set = |k: usize| self.cand[k][c / 64] >> (c % 64) & 1 == 1;
+            if cand != [in_set(0), in_set(1)] {
                 return Some(format!("cpu{c} is a steal candidate {cand:?} but not in the candidate bitmaps"));
             }
             let running = v.curr[c].is_some() as u32;
-            if self.nr_runnable[c] != q.len() as u32 + running {
-                return Some(format!(
-                    "nr_runnable of cpu{c} is {}, queued {} + running {running}",
-                    self.nr_runnable[c],
-                    q.len()
-                ));
+            if st.nr != q.len() as u32 + running {
+                return Some(format!("nr_runnable of cpu{c} is {}, queued {} + running {running}", st.nr, q.len()));
+            }
+            let hi = q.iter().map(|t| self.pri[t.idx()]).max().unwrap_or(PRI_IDLE);
+            if st.q_hi != hi {
+                return Some(format!("cpu{c}'s queue bound is {} but its best queued priority is {hi}", st.q_hi));
             }
             for t in q {
                 let vc = &self.vc[t.idx()];
@@ -1151,16 +1216,13 @@ impl Credit {
                 if vc.parked {
                     return Some(format!("{t} queued while parked"));
                 }
-                if self.pri[t.idx()] > self.q_hi[c] {
-                    return Some(format!("{t} above the queue bound of cpu{c}"));
-                }
             }
             queued += q.len();
         }
         let mut cand = vec![[0u32; 2]; self.node_cand.len()];
         for c in 0..self.runq.len() {
-            let [a, b] = Self::candidate(self.flags[c]);
-            let n = self.node_of[c] as usize;
+            let [a, b] = Self::candidate(self.cpu[c].flags);
+            let n = self.cpu[c].node as usize;
             cand[n][0] += a as u32;
             cand[n][1] += b as u32;
         }
@@ -1220,8 +1282,11 @@ impl Credit {
         let mut weight_left = weight_total;
         let mut credit_balance: i64 = 0;
         let mut credit_xtra = false;
-        let doms = self.active_doms.clone();
-        for d in doms {
+        // The list as the period began (the loop reorders it and drops domains).
+        let mut doms = std::mem::take(&mut self.acct_doms);
+        doms.clear();
+        doms.extend_from_slice(&self.active_doms);
+        for &d in &doms {
             let di = d.idx();
             let active = self.dom_active[di] as i64;
             let weight = self.dom_weight[di] as i64;
@@ -1265,10 +1330,14 @@ impl Credit {
                 vc.credit += per_vcpu;
                 audit.handed += per_vcpu as i64;
                 let mut credit = vc.credit;
+                let (was, queued, cpu) = (self.pri[t.idx()], vc.on_runq, vc.cpu);
                 if credit < 0 {
                     self.pri[t.idx()] = PRI_OVER;
-                    if cap != 0 && credit < -(credit_cap as i32) && !vc.parked {
-                        vc.parked = true;
+                    if queued && was > PRI_OVER {
+                        self.refresh_q_hi(cpu);
+                    }
+                    if cap != 0 && credit < -(credit_cap as i32) && !self.vc[t.idx()].parked {
+                        self.vc[t.idx()].parked = true;
                         self.park(v, t, fx);
                     }
                     let vc = &mut self.vc[t.idx()];
@@ -1278,8 +1347,9 @@ impl Credit {
                     }
                 } else {
                     self.pri[t.idx()] = PRI_UNDER;
-                    if vc.on_runq {
-                        let cpu = vc.cpu;
+                    if queued && was > PRI_UNDER {
+                        self.refresh_q_hi(cpu);
+                    } else if queued {
                         self.raise_q_hi(cpu, PRI_UNDER);
                     }
                     let vc = &mut self.vc[t.idx()];
@@ -1296,6 +1366,7 @@ impl Credit {
                 credit_balance += credit as i64;
             }
         }
+        self.acct_doms = doms;
         self.credit_balance = credit_balance.clamp(i32::MIN as i64, i32::MAX as i64) as i32;
         self.runq_sort = self.runq_sort.wrapping_add(1);
         self.last_acct = audit;
@@ -1349,7 +1420,7 @@ impl Dispatcher for Credit {
     }
 
     fn tick_period(&self) -> Nanos {
-        self.p.tslice / self.p.ticks_per_tslice()
+        self.tick
     }
 
     fn account_period(&self) -> Nanos {
@@ -1843,7 +1914,7 @@ mod tests {
         assert_eq!(c.runq[0], vec![o]);
         assert_eq!(c.stats.steals, 1);
         // nr_runnable: CPU 1 = X + Z = 2; CPU 0 = Y running + O queued = 2.
-        assert_eq!(c.nr_runnable, vec![2, 2]);
+        assert_eq!([c.nr_runnable(CpuId(1)), c.nr_runnable(CpuId(0))], [2, 2]);
     }
 
     #[test]

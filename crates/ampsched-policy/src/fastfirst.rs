@@ -21,8 +21,10 @@
 //!   pinned until released as above.
 //!
 //! Invariants (debug-asserted): an idle CPU takes at most one task per
-//! period. Determinism: pins live in a `BTreeMap` (task-id order) and every
-//! choice has an explicit tie-break.
+//! period. Determinism: pins are kept in task-id order and every choice has
+//! an explicit tie-break. A period allocates nothing once its working space
+//! (per-CPU counts, the runnable tasks grouped by CPU, the idle and source
+//! CPU lists, the changes) has grown to the machine's size.
 //!
 //! The real fix acts at the instant a fast core idles; as a periodic placer
 //! it acts within one `interval_ms` (default 4 ms, the `fair` balance
@@ -30,10 +32,9 @@
 //! has work.
 
 use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
-use crate::placer::{AffinityChange, Placer, Snapshot};
+use crate::placer::{AffinityChange, Placer, Snapshot, TaskSample};
 use ampsched_model::spec::Params;
 use ampsched_model::{CpuId, CpuSet, Nanos, TaskId, Topology};
-use std::collections::BTreeMap;
 
 /// Default period: 4 ms, the `fair` dispatcher's balance interval.
 pub const DEFAULT_INTERVAL: Nanos = Nanos::from_ms(4);
@@ -61,22 +62,69 @@ pub struct FastFirstStats {
 /// The fast-first placer's state.
 pub struct FastFirst {
     interval: Nanos,
-    /// Pinned tasks: (CPU it was pinned to, affinity before the pin).
-    pub pinned: BTreeMap<TaskId, (CpuId, CpuSet)>,
+    /// Pinned tasks in id order: the task, the CPU it was pinned to, its affinity before the pin.
+    pinned: Vec<(TaskId, CpuId, CpuSet)>,
     /// Counters.
     pub stats: FastFirstStats,
+    /// Working space of [`Placer::place`], kept from one period to the next.
+    scratch: Scratch,
 }
+
+/// The working space of one decision, kept so that a period allocates nothing once warm.
+#[derive(Default)]
+struct Scratch {
+    /// Per CPU, where its runnable tasks start in `slots`, and how many remain there.
+    start: Vec<u32>,
+    count: Vec<u32>,
+    /// The runnable tasks grouped by CPU, each CPU's in snapshot (id) order, as
+    /// indices into the snapshot's tasks; [`MOVED`] once a task moved away.
+    slots: Vec<u32>,
+    /// The initially idle CPUs, fastest first.
+    idle: Vec<CpuId>,
+    /// The candidate sources of one idle CPU, in the order they are tried.
+    srcs: Vec<CpuId>,
+    /// Final affinity per task changed this period (emitted in id order).
+    changes: Vec<(TaskId, CpuSet)>,
+}
+
+/// A slot whose task moved to another CPU this period.
+const MOVED: u32 = u32::MAX;
 
 impl FastFirst {
     /// A fast-first placer running every `interval`.
     pub fn new(interval: Nanos) -> FastFirst {
-        FastFirst { interval, pinned: BTreeMap::new(), stats: FastFirstStats::default() }
+        FastFirst { interval, pinned: Vec::new(), stats: FastFirstStats::default(), scratch: Scratch::default() }
     }
 
     /// Read from scenario parameters.
     pub fn from_params(policy: &str, params: &Params) -> Result<FastFirst, PolicyError> {
         let r = ParamReader::new(policy, params, FAST_FIRST_PARAMS)?;
         Ok(FastFirst::new(r.duration(&INTERVAL)?))
+    }
+
+    /// The tasks this placer holds pinned, in id order: (task, its CPU, its affinity before the pin).
+    pub fn pinned(&self) -> &[(TaskId, CpuId, CpuSet)] {
+        &self.pinned
+    }
+}
+
+/// The sample of task `t` in `snap` (its tasks are in id order, usually dense).
+fn sample(snap: &Snapshot, t: TaskId) -> Option<&TaskSample> {
+    let tasks = &snap.tasks;
+    if let Some(s) = tasks.get(t.idx()).filter(|s| s.id == t) {
+        return Some(s);
+    }
+    match tasks.binary_search_by_key(&t, |s| s.id) {
+        Ok(i) => Some(&tasks[i]),
+        Err(_) => tasks.iter().find(|s| s.id == t),
+    }
+}
+
+/// Set `t`'s entry of `changes` to `mask` (the last one counts).
+fn set_change(changes: &mut Vec<(TaskId, CpuSet)>, t: TaskId, mask: CpuSet) {
+    match changes.iter_mut().find(|c| c.0 == t) {
+        Some(c) => c.1 = mask,
+        None => changes.push((t, mask)),
     }
 }
 
@@ -91,67 +139,100 @@ impl Placer for FastFirst {
 
     fn place(&mut self, topo: &Topology, snap: &Snapshot, out: &mut Vec<AffinityChange>) {
         let n = topo.ncpus();
-        // Runnable tasks per CPU, in id order.
-        let mut on: Vec<Vec<TaskId>> = vec![Vec::new(); n];
+        let Scratch { start, count, slots, idle, srcs, changes } = &mut self.scratch;
+        // Runnable tasks per CPU, in id order: counted, then placed (a counting sort).
+        start.clear();
+        start.resize(n + 1, 0);
+        count.clear();
+        count.resize(n, 0);
+        let on_cpu = |s: &TaskSample| s.cpu.filter(|c| s.runnable() && c.idx() < n);
         for s in &snap.tasks {
-            if let (true, Some(c)) = (s.runnable(), s.cpu) {
-                if c.idx() < n {
-                    on[c.idx()].push(s.id);
-                }
+            if let Some(c) = on_cpu(s) {
+                count[c.idx()] += 1;
             }
         }
-        let sample = |t: TaskId| snap.tasks.iter().find(|s| s.id == t);
+        for c in 0..n {
+            start[c + 1] = start[c] + count[c];
+        }
+        slots.clear();
+        slots.resize(start[n] as usize, MOVED);
+        let mut fill = 0;
+        for (i, s) in snap.tasks.iter().enumerate() {
+            if let Some(c) = on_cpu(s) {
+                // `count` is rebuilt below: use it here as each CPU's fill level.
+                fill += 1;
+                let at = start[c.idx() + 1] - count[c.idx()];
+                slots[at as usize] = i as u32;
+                count[c.idx()] -= 1;
+            }
+        }
+        debug_assert_eq!(fill, slots.len());
+        for c in 0..n {
+            count[c] = start[c + 1] - start[c];
+        }
         // Final affinity per task (emitted in id order, so a release and a
         // re-pin of the same task in one period cost one change).
-        let mut changes: BTreeMap<TaskId, CpuSet> = BTreeMap::new();
-        let pinned: Vec<(TaskId, (CpuId, CpuSet))> = self.pinned.iter().map(|(t, v)| (*t, *v)).collect();
-        for (t, (cpu, orig)) in pinned {
-            let runnable = sample(t).is_some_and(|s| s.runnable());
-            if !runnable || on[cpu.idx()].len() > 1 {
-                self.pinned.remove(&t);
-                changes.insert(t, orig);
-                self.stats.releases += 1;
+        changes.clear();
+        let stats = &mut self.stats;
+        self.pinned.retain(|&(t, cpu, orig)| {
+            let runnable = sample(snap, t).is_some_and(|s| s.runnable());
+            let release = !runnable || count[cpu.idx()] > 1;
+            if release {
+                set_change(changes, t, orig);
+                stats.releases += 1;
             }
-        }
-        let mut idle: Vec<CpuId> = (0..n).map(|c| CpuId(c as u32)).filter(|c| on[c.idx()].is_empty()).collect();
-        idle.sort_by(|a, b| topo.cpus[b.idx()].speed.total_cmp(&topo.cpus[a.idx()].speed).then(a.cmp(b)));
-        for dst in idle {
-            let speed = topo.cpus[dst.idx()].speed;
-            let mut best: Option<(CpuId, TaskId)> = None;
-            let mut srcs: Vec<CpuId> = (0..n)
-                .map(|c| CpuId(c as u32))
-                .filter(|c| topo.cpus[c.idx()].speed < speed && !on[c.idx()].is_empty())
-                .collect();
-            srcs.sort_by(|a, b| {
-                topo.cpus[a.idx()]
-                    .speed
-                    .total_cmp(&topo.cpus[b.idx()].speed)
-                    .then(on[b.idx()].len().cmp(&on[a.idx()].len()))
-                    .then(a.cmp(b))
+            !release
+        });
+        let speed = |c: CpuId| topo.cpus[c.idx()].speed;
+        idle.clear();
+        idle.extend((0..n).map(|c| CpuId(c as u32)).filter(|c| count[c.idx()] == 0));
+        idle.sort_unstable_by(|a, b| speed(*b).total_cmp(&speed(*a)).then(a.cmp(b)));
+        for &dst in idle.iter() {
+            let sp = speed(dst);
+            srcs.clear();
+            srcs.extend((0..n).map(|c| CpuId(c as u32)).filter(|c| speed(*c) < sp && count[c.idx()] > 0));
+            srcs.sort_unstable_by(|a, b| {
+                speed(*a).total_cmp(&speed(*b)).then(count[b.idx()].cmp(&count[a.idx()])).then(a.cmp(b))
             });
-            'src: for src in srcs {
-                for &t in &on[src.idx()] {
-                    let aff = self.pinned.get(&t).map(|p| p.1).or(sample(t).map(|s| s.allowed)).unwrap_or_default();
+            let pinned_orig = |pinned: &[(TaskId, CpuId, CpuSet)], t: TaskId| {
+                pinned.binary_search_by_key(&t, |p| p.0).ok().map(|i| pinned[i].2)
+            };
+            let mut best: Option<(CpuId, usize)> = None;
+            'src: for &src in srcs.iter() {
+                let (a, b) = (start[src.idx()] as usize, start[src.idx() + 1] as usize);
+                for (k, &i) in slots[a..b].iter().enumerate() {
+                    if i == MOVED {
+                        continue;
+                    }
+                    let s = &snap.tasks[i as usize];
+                    let aff = pinned_orig(&self.pinned, s.id).unwrap_or(s.allowed);
                     if aff.contains(dst) {
-                        best = Some((src, t));
+                        best = Some((src, a + k));
                         break 'src;
                     }
                 }
             }
-            let Some((src, t)) = best else { continue };
-            let orig = match self.pinned.get(&t) {
-                Some(p) => p.1,
-                None => changes.get(&t).copied().unwrap_or_else(|| sample(t).map(|s| s.affinity).unwrap_or_default()),
+            let Some((src, slot)) = best else { continue };
+            let s = &snap.tasks[slots[slot] as usize];
+            let t = s.id;
+            let orig = match pinned_orig(&self.pinned, t) {
+                Some(o) => o,
+                None => changes.iter().find(|c| c.0 == t).map(|c| c.1).unwrap_or(s.affinity),
             };
-            self.pinned.insert(t, (dst, orig));
-            changes.insert(t, CpuSet::single(dst));
-            on[src.idx()].retain(|x| *x != t);
-            on[dst.idx()].push(t);
+            match self.pinned.binary_search_by_key(&t, |p| p.0) {
+                Ok(i) => self.pinned[i] = (t, dst, orig),
+                Err(i) => self.pinned.insert(i, (t, dst, orig)),
+            }
+            set_change(changes, t, CpuSet::single(dst));
+            slots[slot] = MOVED;
+            count[src.idx()] -= 1;
+            count[dst.idx()] += 1;
             self.stats.moves += 1;
-            debug_assert_eq!(on[dst.idx()].len(), 1, "an idle CPU took two tasks");
+            debug_assert_eq!(count[dst.idx()], 1, "an idle CPU took two tasks");
         }
-        for (t, mask) in changes {
-            if sample(t).is_some_and(|s| s.affinity != mask) {
+        changes.sort_unstable_by_key(|c| c.0);
+        for &(t, mask) in changes.iter() {
+            if sample(snap, t).is_some_and(|s| s.affinity != mask) {
                 out.push(AffinityChange { task: t, mask });
             }
         }
@@ -162,7 +243,6 @@ impl Placer for FastFirst {
 mod tests {
     //! Worked examples with hand-made snapshots.
     use super::*;
-    use crate::placer::TaskSample;
     use crate::placer_bridge::TaskState;
     use ampsched_model::DomainId;
 

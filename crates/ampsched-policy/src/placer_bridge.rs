@@ -75,28 +75,47 @@ pub fn effective_mask(decision: &CpuSet, allowed: &CpuSet) -> CpuSet {
 /// Turn a placer's `changes` into the effective masks to apply (see the module doc): one
 /// per task at most, in the placer's order, only where the effective mask differs from the
 /// task's `affinity`. `tasks` must be in id order (a [`Snapshot`]'s are).
+///
+/// `out` itself holds each task's last change while they are gathered, so a decision
+/// allocates nothing once `out` has grown; only a large decision (more than
+/// [`SMALL_DECISION`] changes) that names some task twice, or out of id order, looks
+/// tasks up in a map instead of along `out`.
 pub fn resolve(changes: &[AffinityChange], tasks: &[TaskSample], out: &mut Vec<AffinityChange>) {
     out.clear();
-    let mut last: Vec<(TaskId, CpuSet)> = Vec::with_capacity(changes.len());
-    let mut at: BTreeMap<TaskId, usize> = BTreeMap::new();
-    for ch in changes.iter().filter(|c| !c.mask.is_empty()) {
-        match at.get(&ch.task) {
-            Some(&i) => last[i].1 = ch.mask,
-            None => {
-                at.insert(ch.task, last.len());
-                last.push((ch.task, ch.mask));
+    let given = || changes.iter().filter(|c| !c.mask.is_empty());
+    // Tasks in strictly increasing id order: each named once, nothing to merge.
+    let mut prev = None;
+    let ordered = given().all(|c| prev.replace(c.task).is_none_or(|p| p < c.task));
+    if ordered || changes.len() <= SMALL_DECISION {
+        for ch in given() {
+            let named = if ordered { None } else { out.iter_mut().find(|o| o.task == ch.task) };
+            match named {
+                Some(o) => o.mask = ch.mask,
+                None => out.push(ch.clone()),
+            }
+        }
+    } else {
+        let mut at: BTreeMap<TaskId, usize> = BTreeMap::new();
+        for ch in given() {
+            match at.get(&ch.task) {
+                Some(&i) => out[i].mask = ch.mask,
+                None => {
+                    at.insert(ch.task, out.len());
+                    out.push(ch.clone());
+                }
             }
         }
     }
-    for (task, mask) in last {
-        let Ok(i) = tasks.binary_search_by_key(&task, |t| t.id) else { continue };
+    out.retain_mut(|ch| {
+        let Ok(i) = tasks.binary_search_by_key(&ch.task, |t| t.id) else { return false };
         let t = &tasks[i];
-        let eff = effective_mask(&mask, &t.allowed);
-        if eff != t.affinity {
-            out.push(AffinityChange { task, mask: eff });
-        }
-    }
+        ch.mask = effective_mask(&ch.mask, &t.allowed);
+        ch.mask != t.affinity
+    });
 }
+
+/// Up to this many changes, [`resolve`] finds a task named twice by a scan along its output.
+pub const SMALL_DECISION: usize = 64;
 
 /// One decision: run `placer` on `snap` and resolve its output into `out` (`scratch`
 /// holds the raw changes; both are reused between periods).
@@ -241,6 +260,59 @@ mod tests {
             &mut out,
         );
         assert_eq!(out, vec![ch(1, &[3]), ch(0, &[0])]);
+    }
+
+    #[test]
+    fn resolve_merges_the_same_way_in_order_out_of_order_small_and_large() {
+        // Reference: the contract spelled out with a map — each task's last non-empty
+        // change, at its first change's place; then effective masks that differ.
+        fn reference(changes: &[AffinityChange], tasks: &[TaskSample]) -> Vec<AffinityChange> {
+            let mut order: Vec<TaskId> = Vec::new();
+            let mut last: BTreeMap<TaskId, CpuSet> = BTreeMap::new();
+            for c in changes.iter().filter(|c| !c.mask.is_empty()) {
+                if last.insert(c.task, c.mask).is_none() {
+                    order.push(c.task);
+                }
+            }
+            let mut out = Vec::new();
+            for t in order {
+                let Some(s) = tasks.iter().find(|s| s.id == t) else { continue };
+                let eff = effective_mask(&last[&t], &s.allowed);
+                if eff != s.affinity {
+                    out.push(AffinityChange { task: t, mask: eff });
+                }
+            }
+            out
+        }
+        // 100 tasks on 8 CPUs, each allowed on {t % 8, (t + 1) % 8} and now on its first.
+        let tasks: Vec<TaskSample> = (0..100u32).map(|t| task(t, &[t % 8, (t + 1) % 8], &[t % 8])).collect();
+        let mut x = 12345u64;
+        let mut next = |m: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let mut out = Vec::new();
+        // Sizes on both sides of SMALL_DECISION; ordered (one change per task, by id) and
+        // shuffled with repeats, empty masks and unknown tasks.
+        for (n, ordered) in [(10usize, true), (10, false), (60, false), (200, true), (200, false), (500, false)] {
+            let changes: Vec<AffinityChange> = if ordered {
+                (0..n.min(100) as u32)
+                    .map(|t| AffinityChange { task: TaskId(t), mask: ids(&[next(8) as u32]) })
+                    .collect()
+            } else {
+                (0..n)
+                    .map(|_| {
+                        let t = next(120) as u32; // ids 100..120 are unknown
+                        let mask = if next(10) == 0 { CpuSet::new() } else { ids(&[next(8) as u32, next(8) as u32]) };
+                        AffinityChange { task: TaskId(t), mask }
+                    })
+                    .collect()
+            };
+            resolve(&changes, &tasks, &mut out);
+            let want = reference(&changes, &tasks);
+            assert!(!want.is_empty(), "size {n}: the case exercises nothing");
+            assert_eq!(out, want, "size {n}, ordered {ordered}");
+        }
     }
 
     #[test]
