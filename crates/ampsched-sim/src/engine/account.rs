@@ -156,13 +156,13 @@ impl Sim {
     pub(super) fn start_on(&mut self, n: TaskId, c: CpuId) {
         self.set_state(n, St::Running(c));
         let now = self.now;
-        let md_new = self.topo.cpus[c.idx()].mem_domain;
+        let md_new = self.mem_domain[c.idx()];
         let last = self.tasks[n.idx()].last_cpu;
         let tk = &mut self.tasks[n.idx()];
         tk.seg_start = now;
         if let Some(l) = last {
             if l != c {
-                let across = self.topo.cpus[l.idx()].mem_domain != md_new;
+                let across = self.mem_domain[l.idx()] != md_new;
                 if across {
                     tk.mig_remote += 1;
                 } else {

@@ -124,6 +124,9 @@ pub struct Sim {
     /// contract's `allowed`; `views[t].affinity` is the mask in force.
     own: Vec<CpuSet>,
     curr: Vec<Option<TaskId>>,
+    /// Per CPU its memory domain (`topo.cpus[c].mem_domain`), dense: a switch
+    /// compares the last CPU's with the new one's without loading either's description.
+    mem_domain: Vec<u32>,
     tasks: Vec<Task>,
     cpus: Vec<Cpu>,
     disp: Box<dyn Dispatcher>,
@@ -235,6 +238,7 @@ impl Sim {
         Sim {
             name: cfg.name,
             curr: vec![None; topo.ncpus()],
+            mem_domain: topo.cpus.iter().map(|c| c.mem_domain).collect(),
             topo,
             domains: cfg.domains,
             views,

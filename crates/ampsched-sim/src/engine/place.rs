@@ -219,20 +219,21 @@ impl Sim {
             return;
         }
         g.applied_at = self.now;
-        let threads: Vec<Confined> = self
-            .tasks
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| !t.idle_vcpu && t.st != St::Done)
-            .map(|(i, t)| {
+        let (mut threads, mut changes) = (std::mem::take(&mut g.threads), std::mem::take(&mut g.changes));
+        threads.clear();
+        threads.extend(self.tasks.iter().enumerate().filter(|(_, t)| !t.idle_vcpu && t.st != St::Done).map(
+            |(i, t)| {
                 let (cur, allowed) = (self.views[i].affinity, self.own[i]);
                 let runnable = cur != allowed && !cur.contains(cpu) && matches!(t.st, St::Runnable | St::Running(_));
                 Confined { task: TaskId(i as u32), cur, allowed, runnable }
-            })
-            .collect();
-        let mut changes = Vec::new();
+            },
+        ));
+        changes.clear();
         on_idle_fast_cpu(cpu, &threads, &mut changes);
         self.apply_changes(&changes);
+        if let Some(g) = self.gate.as_deref_mut() {
+            (g.threads, g.changes) = (threads, changes);
+        }
     }
 }
 
