@@ -106,7 +106,7 @@ def run_extras(err):
             st = json.loads(line[len("ampsched: stats "):])
             out["agent_cpu_ms"] = round(st["agent_cpu_pct_of_one_cpu"] * st["elapsed_s"] * 10, 2)
             for k in ("changes", "class_flips", "contended_periods", "periods", "idle_events", "reactions",
-                      "loop_moves", "loop_wall_us_p99"):
+                      "released_moves", "loop_moves", "loop_wall_us_p99"):
                 if k in st:
                     out[k] = st[k]
     times = [m for m in map(TIMES.match, err.splitlines()) if m]

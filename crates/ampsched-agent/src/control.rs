@@ -14,7 +14,9 @@
 //!   effective masks;
 //! - cooperate ([`ampsched_policy::gate::cooperate`]): those masks only while managed
 //!   threads contend for the fast CPUs, else every narrowed thread widened
-//!   back to its own mask (Linux places a lone thread well by itself);
+//!   back to its own mask (Linux places a lone thread well by itself), a heavy
+//!   runnable one kept on the slow CPUs first moved onto a free fast CPU
+//!   (widening does not move a running thread);
 //! - back-off ([`ampsched_policy::gate::backoff`]): each group's progress measured in short
 //!   hands-off windows interleaved with managed ones; a group whose placement
 //!   does worse than the kernel alone is left to the kernel (probed again);
@@ -414,6 +416,7 @@ impl Agent {
         let p = self.backoff.period(&self.d.topo, &obs.snap, decided, me, &mut self.coop);
         self.stats.contended_periods += u64::from(p.contended);
         self.stats.light_freed += p.light as u64;
+        self.stats.released_moves += p.released as u64;
         self.back_off();
         let r = self.app.apply(&self.coop, &mut self.inv, &self.d, &mut self.ex, &mut self.stats);
         self.obs.recycle(obs.snap);

@@ -34,6 +34,10 @@ pub struct LoopStats {
     /// Light threads (ran < period / 8) kept from a placer's narrowing or given their own
     /// mask back in contended periods (`gate::cooperate::free_light`).
     pub light_freed: u64,
+    /// Threads moved onto a free fast CPU in the period contention ended, before their
+    /// widening (`gate::cooperate::move_released`: widening alone leaves a running thread
+    /// where it runs).
+    pub released_moves: u64,
     /// Periods in which some group was left to the kernel (a probe window, or backed off;
     /// see `backoff`).
     pub hands_off_periods: u64,
@@ -99,6 +103,7 @@ impl LoopStats {
             "threads_per_period": if self.periods == 0 { 0.0 } else { self.thread_samples as f64 / self.periods as f64 },
             "contended_periods": self.contended_periods,
             "light_freed": self.light_freed,
+            "released_moves": self.released_moves,
             "hands_off_periods": self.hands_off_periods,
             "backoffs": self.backoffs,
             "backoff_returns": self.backoff_returns,

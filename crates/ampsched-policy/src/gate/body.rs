@@ -7,7 +7,10 @@
 //! 1. [`cooperate`](super::cooperate::cooperate): the placer's masks while
 //!    more runnable managed threads want the fast CPUs than there are and no
 //!    fast CPU idled for a real part of the period; otherwise every narrowed
-//!    thread gets its own mask back;
+//!    thread gets its own mask back, a heavy runnable one kept on the slow
+//!    CPUs moved onto a free fast CPU first
+//!    ([`move_released`](super::cooperate::move_released): widening alone
+//!    does not move a running thread);
 //! 2. when contended, [`free_light`](super::cooperate::free_light): threads
 //!    that ran less than `period / LIGHT_DIV` are left to the kernel (not
 //!    narrowed; given their own mask back), then
@@ -26,7 +29,7 @@
 //! simulator from its CPU switches).
 
 use super::backoff::{group_work, hands_off_filter, saturated, Backoff, BackoffParams, Transition};
-use super::cooperate::{cooperate, free_light, order_changes, spread_stacked, Load};
+use super::cooperate::{cooperate, free_light, move_released, order_changes, spread_stacked, Load};
 use crate::{AffinityChange, Snapshot};
 use ampsched_model::{CpuId, Topology};
 
@@ -48,6 +51,9 @@ pub struct Period {
     pub spread: usize,
     /// Light threads kept from a narrowing or given their own mask back (`free_light`).
     pub light: usize,
+    /// Threads moved onto a fast CPU as contention ended, before their widening
+    /// (`move_released`).
+    pub released: usize,
 }
 
 impl Body {
@@ -81,6 +87,7 @@ impl Body {
         let contended = cooperate(&load, &snap.tasks, decided, out);
         let light = if contended { free_light(&snap.tasks, snap.period, out) } else { 0 };
         let spread = if contended { spread_stacked(&snap.tasks, out) } else { 0 };
+        let released = if contended { 0 } else { move_released(topo, snap, out) };
         self.transitions.clear();
         if let Some(b) = self.backoff.as_mut() {
             group_work(topo, snap, &mut self.gwork, &mut self.gactive);
@@ -89,7 +96,7 @@ impl Body {
             hands_off_filter(&snap.tasks, &|g| b.hands_off(g), out);
         }
         order_changes(topo, agent_cpu, out);
-        Period { contended, spread, light }
+        Period { contended, spread, light, released }
     }
 }
 
@@ -127,12 +134,26 @@ mod tests {
         let mut body = Body::new(None);
         let mut out = Vec::new();
         let (topo, s) = snap(both(), 0);
-        assert_eq!(body.period(&topo, &s, &decided, None, &mut out), Period { contended: true, spread: 0, light: 0 });
+        assert_eq!(
+            body.period(&topo, &s, &decided, None, &mut out),
+            Period { contended: true, spread: 0, light: 0, released: 0 }
+        );
         assert_eq!(list(&out), vec![(1, "0".into()), (0, "1".into())]);
         // CPU 0 idled 5 ms (≥ 30 / 8): not contended; both get {0,1} back, the rotation waits.
         let (topo, s) = snap(both(), 5);
-        assert_eq!(body.period(&topo, &s, &decided, None, &mut out), Period { contended: false, spread: 0, light: 0 });
+        assert_eq!(
+            body.period(&topo, &s, &decided, None, &mut out),
+            Period { contended: false, spread: 0, light: 0, released: 0 }
+        );
         assert_eq!(list(&out), vec![(0, "0-1".into()), (1, "0-1".into())]);
+        // Thread 0 blocked at a barrier, thread 1 runnable on slow {1}: 1 contender, not
+        // contended; thread 1 is moved onto free CPU 0 ({0}) before both get {0,1} back.
+        let (topo, s) = snap(vec![task(0, TaskState::Blocked, &[0]), task(1, TaskState::Runnable, &[1])], 0);
+        assert_eq!(
+            body.period(&topo, &s, &decided, None, &mut out),
+            Period { contended: false, spread: 0, light: 0, released: 1 }
+        );
+        assert_eq!(list(&out), vec![(1, "0".into()), (0, "0-1".into()), (1, "0-1".into())]);
         assert!(body.backoff().is_none() && body.transitions().is_empty());
     }
 

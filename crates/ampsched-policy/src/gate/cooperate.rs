@@ -32,6 +32,29 @@
 //! narrow only during contention and widen in the period it ends (within
 //! ~1 ms of a fast CPU going idle when the event source is attached).
 //!
+//! **The end of contention moves the thread the agent kept on a slow CPU**
+//! ([`move_released`]): widening a mask does not move a thread that is
+//! running. `sched_setaffinity` migrates a task at once only when its CPU
+//! leaves the new mask (kernel/sched/core.c `__set_cpus_allowed_ptr_locked`
+//! → `affine_move_task`, which returns early when the task's CPU is still
+//! allowed, else sends it to the CPU stopper, `migration_cpu_stop`); a
+//! widened thread running on the slow CPU stays there until the fast CPU's
+//! own balancing pulls it — for a lone CFS task on a CPU that RT work
+//! takes capacity from, an active balance (`sched_balance_rq` →
+//! `need_active_balance` → `check_cpu_capacity`) from the fast CPU's
+//! periodic or nohz-idle balance, not its newidle balance, which skips a
+//! running task (`can_migrate_task` → `task_on_cpu`). Seen on `xz -T2`
+//! under aash on the development machine (27 Nov, `perf sched`, loaded):
+//! the last worker, widened when the other worker ended, ran on the hog's
+//! CPU 1 for 150-180 ms afterwards. So in the period contention ends, each
+//! heavy runnable thread whose mask in force holds no fast CPU is first
+//! given `{f}` for a fast CPU `f` no other heavy runnable managed thread
+//! runs on (the stopper moves it there), then its own mask, as
+//! [`on_idle_fast_cpu`] moves a thread between periods. Once: the next
+//! period finds its mask its own, and from then on where it runs is the
+//! kernel's — a thread widened earlier and left on a slow CPU by the
+//! kernel is not moved (the agent does not fight the balancer).
+//!
 //! **Light threads are the kernel's** ([`heavy`], [`free_light`]): a thread
 //! that ran less than `period / LIGHT_DIV` in the period neither contends
 //! nor is narrowed, even under contention; one the placer had narrowed gets
@@ -135,6 +158,38 @@ pub fn cooperate(load: &Load, tasks: &[TaskSample], decided: &[AffinityChange], 
         widen_all(tasks, out);
         false
     }
+}
+
+/// Contention for the fast CPUs ended (`cooperate` returned false and widened; see the
+/// module doc): put a one-shot move in front of the widenings in `out` for each heavy
+/// ([`heavy`]) runnable thread whose mask in force holds no fast CPU while its own mask does
+/// — mask `{f}`, `f` a fast CPU of its own mask that no other heavy runnable thread holds
+/// (last ran on, within its mask; or, not known, the one fast CPU its mask is), the one that idled most in the period first (then the lowest id);
+/// movers in task order, one per free fast CPU. Its widening, already in `out`, follows, so
+/// it stays where the move put it with its own mask. Returns how many move.
+pub fn move_released(topo: &Topology, snap: &Snapshot, out: &mut Vec<AffinityChange>) -> usize {
+    let fast = fast_set(topo);
+    let busy = |t: &TaskSample| !t.done() && t.runnable() && heavy(t, snap.period);
+    let confined = |t: &TaskSample| t.affinity.and(&fast).is_empty() && t.allowed.intersects(&fast);
+    let mut free = fast;
+    for t in snap.tasks.iter().filter(|t| busy(t) && !confined(t)) {
+        let only = t.affinity.first().filter(|c| t.affinity.len() == 1 && fast.contains(*c));
+        if let Some(c) = t.cpu.filter(|c| fast.contains(*c) && t.affinity.contains(*c)).or(only) {
+            free.remove(c);
+        }
+    }
+    let idle = |c: CpuId| snap.cpus.iter().find(|s| s.id == c).map_or(Nanos::ZERO, |s| s.idle);
+    let mut moves = Vec::new();
+    for t in snap.tasks.iter().filter(|t| busy(t) && confined(t)) {
+        let Some(f) = t.allowed.and(&free).iter().max_by_key(|c| (idle(*c), std::cmp::Reverse(c.0))) else {
+            continue;
+        };
+        free.remove(f);
+        moves.push(AffinityChange { task: t.id, mask: CpuSet::single(f) });
+    }
+    let n = moves.len();
+    out.splice(0..0, moves);
+    n
 }
 
 /// Under contention, leave the light threads of `period` ([`heavy`]) to the kernel: a
@@ -270,7 +325,7 @@ pub fn on_idle_fast_cpu(cpu: CpuId, threads: &[Confined], out: &mut Vec<Affinity
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::TaskState;
+    use crate::{CpuSample, TaskState};
 
     use crate::gate::fixtures::{self, ids};
 
@@ -419,6 +474,120 @@ mod tests {
         assert_eq!(spread_stacked(&tasks, &mut Vec::new()), 0);
         let tasks = vec![task(0, TaskState::Runnable, &[0]), task(1, TaskState::Blocked, &[0])];
         assert_eq!(spread_stacked(&tasks, &mut Vec::new()), 0);
+    }
+
+    #[test]
+    fn the_thread_kept_on_the_slow_cpu_is_moved_onto_the_fast_one_as_contention_ends() {
+        // `xz -T2` at its end on the development machine (CPU 0 fast, CPU 1 slowed by the
+        // hog), a 30 ms period: worker 1 ran its last block on CPU 0 and exited 20 ms before
+        // the period's end (CPU 0 idle those 20 ms); worker 2, runnable, heavy (ran 15 ms on
+        // CPU 1), was kept on {1} by AASH's rotation; the main thread 0 (light, blocked on its
+        // workers) was on {1} too. 1 contender for 1 fast CPU → not contended: everyone
+        // narrowed is widened, and worker 2 is first given {0} (the stopper moves it off
+        // CPU 1 now; widening alone would leave it there until CPU 0's next active balance),
+        // then its own mask {0,1}. The light main thread is only widened.
+        let mut main = ran(0, TaskState::Blocked, &[1], 0, 300);
+        main.cpu = Some(CpuId(1));
+        let mut w1 = ran(1, TaskState::Done, &[0], 10_000, 0);
+        w1.cpu = Some(CpuId(0));
+        let mut w2 = ran(2, TaskState::Runnable, &[1], 0, 15_000);
+        w2.cpu = Some(CpuId(1));
+        let (topo, s) = snap(vec![main, w1, w2], 20);
+        let mut out = Vec::new();
+        assert!(!cooperate(&Load::from_snapshot(&topo, &s), &s.tasks, &[], &mut out));
+        assert_eq!(move_released(&topo, &s, &mut out), 1);
+        let got: Vec<(u32, String)> = out.iter().map(|c| (c.task.0, c.mask.to_list())).collect();
+        assert_eq!(got, vec![(2, "0".into()), (0, "0-1".into()), (2, "0-1".into())]);
+        // The order survives `order_changes` (the move's key never sorts after its widening),
+        // whichever CPU the agent is on.
+        for agent in [None, Some(CpuId(0)), Some(CpuId(1))] {
+            let mut o = out.clone();
+            order_changes(&topo, agent, &mut o);
+            let w2: Vec<String> = o.iter().filter(|c| c.task.0 == 2).map(|c| c.mask.to_list()).collect();
+            assert_eq!(w2, vec!["0".to_string(), "0-1".to_string()], "agent on {agent:?}");
+        }
+    }
+
+    #[test]
+    fn no_move_onto_a_fast_cpu_another_heavy_thread_holds_or_for_a_thread_not_kept_from_it() {
+        // Three workers on CPU 0 fast, CPU 1 slow; CPU 0 idled 5 ms of the period (≥ 3.75 ms:
+        // not contended), but worker 0 is runnable on it again at the end (cpu 0, mask {0}):
+        // CPU 0 is held; worker 1, kept on {1}, is only widened.
+        let w = |id: u32, st: TaskState, aff: &[u32], cpu: u32| {
+            let mut t = task(id, st, aff);
+            t.cpu = Some(CpuId(cpu));
+            t
+        };
+        let (topo, s) = snap(vec![w(0, TaskState::Runnable, &[0], 0), w(1, TaskState::Runnable, &[1], 1)], 5);
+        let mut out = Vec::new();
+        assert!(!cooperate(&Load::from_snapshot(&topo, &s), &s.tasks, &[], &mut out));
+        assert_eq!(move_released(&topo, &s, &mut out), 0);
+        assert_eq!(
+            out.iter().map(|c| (c.task.0, c.mask.to_list())).collect::<Vec<_>>(),
+            vec![(0, "0-1".into()), (1, "0-1".into())]
+        );
+        // Held by a widened thread that last ran on CPU 0 ({0,1}, cpu 0): same. Not held when
+        // that thread is blocked, or light, or its cpu unknown with a mask of both CPUs.
+        let held = |t0: TaskSample| {
+            let (topo, s) = snap(vec![t0, w(1, TaskState::Runnable, &[1], 1)], 5);
+            move_released(&topo, &s, &mut Vec::new()) == 0
+        };
+        assert!(held(w(0, TaskState::Runnable, &[0, 1], 0)));
+        assert!(!held(w(0, TaskState::Blocked, &[0, 1], 0)));
+        assert!(!held(ran(0, TaskState::Runnable, &[0, 1], 1000, 0)));
+        assert!(!held(task(0, TaskState::Runnable, &[0, 1])));
+        // Unknown cpu, mask {0}: it must be on CPU 0: held.
+        assert!(held(task(0, TaskState::Runnable, &[0])));
+        // Not movers: a thread widened already (on CPU 1 by the kernel's choice: the agent
+        // does not fight it), a light one, a blocked one, one whose own mask has no fast CPU.
+        let mover = |t: TaskSample| {
+            let (topo, s) = snap(vec![t], 20);
+            move_released(&topo, &s, &mut Vec::new()) == 1
+        };
+        assert!(mover(w(1, TaskState::Runnable, &[1], 1)));
+        assert!(!mover(w(1, TaskState::Runnable, &[0, 1], 1)));
+        assert!(!mover(ran(1, TaskState::Runnable, &[1], 0, 3000)));
+        assert!(!mover(w(1, TaskState::Blocked, &[1], 1)));
+        let mut own_slow = w(1, TaskState::Runnable, &[1], 1);
+        own_slow.allowed = ids(&[1]);
+        assert!(!mover(own_slow));
+    }
+
+    #[test]
+    fn with_two_fast_cpus_movers_take_the_idlest_free_one_one_each() {
+        // CPUs 0 and 1 fast, 2 and 3 slow; 40 ms period. Fast CPU 0 idled 10 ms, CPU 1 30 ms;
+        // nobody runnable holds either. Workers 5, 6, 7 runnable, heavy, each kept on one slow
+        // CPU: 5 → {1} (the idlest), 6 → {0}, 7 only widened (no free fast CPU left).
+        let topo = Topology::fast_slow(2, 2.0, 2, 1.0, 4);
+        let cpu = |id: u32, idle_ms: u64| CpuSample {
+            id: CpuId(id),
+            busy: Nanos::from_ms(40 - idle_ms),
+            idle: Nanos::from_ms(idle_ms),
+            ..Default::default()
+        };
+        let mut tasks = Vec::new();
+        for (id, on) in [(5, 2), (6, 3), (7, 2)] {
+            let mut t = fixtures::task(id, TaskState::Runnable, &[on], 20);
+            t.run_by_class = vec![Nanos::ZERO, Nanos::from_ms(20)];
+            t.allowed = ids(&[0, 1, 2, 3]);
+            t.cpu = Some(CpuId(on));
+            tasks.push(t);
+        }
+        let s = Snapshot {
+            now: Nanos::from_ms(40),
+            period: Nanos::from_ms(40),
+            cpus: vec![cpu(0, 10), cpu(1, 30), cpu(2, 0), cpu(3, 0)],
+            tasks,
+            domains: Vec::new(),
+        };
+        let mut out = Vec::new();
+        assert!(!cooperate(&Load::from_snapshot(&topo, &s), &s.tasks, &[], &mut out));
+        assert_eq!(move_released(&topo, &s, &mut out), 2);
+        let got: Vec<(u32, String)> = out.iter().map(|c| (c.task.0, c.mask.to_list())).collect();
+        assert_eq!(
+            got,
+            vec![(5, "1".into()), (6, "0".into()), (5, "0-3".into()), (6, "0-3".into()), (7, "0-3".into())]
+        );
     }
 
     #[test]
