@@ -202,43 +202,72 @@ impl Sim {
     }
 
     /// Task `t`'s current plan no longer holds (it was preempted, released, or
-    /// is re-planned): a new generation, and its queued completion withdrawn
-    /// — counted as the superseded event it would have been
-    /// (`superseded_plan`) — or, if the queue cannot withdraw it (far ahead),
-    /// left to pop and be found stale (`pop_op`).
+    /// is re-planned): a new generation, and its plan counted as the
+    /// superseded event it would have been (`superseded_plan`) — withdrawn
+    /// from the queue if the ring holds it; one in the far heap stays, pops
+    /// and is found stale (`pop_op`).
     pub(super) fn supersede(&mut self, t: TaskId) {
         let tk = &mut self.tasks[t.idx()];
         tk.gen = tk.gen.wrapping_add(1);
+        let k = tk.op_key;
         if std::mem::take(&mut tk.op_queued) {
-            let k = tk.op_key;
             if self.events.cancel(k) {
                 self.superseded_plan(k);
             }
+        } else if std::mem::take(&mut tk.op_waiting) {
+            self.superseded_plan(k);
         }
     }
 
     /// Plan task `t`'s completion at `at` (its previous plan was superseded:
-    /// `supersede`). Each plan has its own queue entry, withdrawn when
-    /// superseded, so the queue holds at most one live completion per task
-    /// however often a task is switched, and `events` counts what a queue
-    /// of every plan, each left to pop, would have popped.
+    /// `supersede`). A plan the ring reaches gets its own entry there,
+    /// withdrawn if superseded; one further ahead (the far heap, which cannot
+    /// withdraw) gets its own entry only if earlier than the task's earliest
+    /// entry there, `far_key`, else it waits for that entry to pop (stale) and
+    /// queue it then. So the queue holds a few entries per task however
+    /// often a task is switched, and `events` counts what a queue of every
+    /// plan, each left to pop, would have popped.
     pub(super) fn plan_op(&mut self, t: TaskId, at: Nanos) {
         let key = self.events.key(at, Ev::OpDone(t));
+        let near = self.events.near(key);
         let tk = &mut self.tasks[t.idx()];
-        debug_assert!(!tk.op_queued, "a plan made over a queued one");
+        debug_assert!(!tk.op_queued && !tk.op_waiting, "a plan made over a live one");
         tk.op_key = key;
         tk.op_gen = tk.gen;
-        tk.op_queued = self.events.insert(key);
+        if near || key < tk.far_key {
+            tk.op_queued = self.events.insert(key);
+            if tk.op_queued && !near {
+                tk.far_key = key;
+            }
+        } else {
+            tk.op_waiting = self.events.before_horizon(key);
+        }
     }
 
     /// A completion entry keyed `k` of task `t` popped: whether it is the
-    /// task's live plan (then due now); otherwise it is counted superseded.
+    /// task's live plan (then due now); otherwise it is counted superseded,
+    /// and queues the task's waiting plan (`plan_op`).
     pub(super) fn pop_op(&mut self, t: TaskId, k: Key) -> bool {
         let tk = &mut self.tasks[t.idx()];
+        if k == tk.far_key {
+            tk.far_key = Key::MAX;
+        }
         if k == tk.op_key && tk.op_queued {
             tk.op_queued = false;
             debug_assert_eq!(tk.op_gen, tk.gen, "a queued plan of an old generation");
             return true;
+        }
+        if tk.op_waiting {
+            let pk = tk.op_key;
+            debug_assert!(pk > k, "a waiting plan is keyed after the entry that queues it");
+            let near = self.events.near(pk);
+            if near || pk < tk.far_key {
+                tk.op_waiting = false;
+                tk.op_queued = self.events.insert(pk);
+                if !near {
+                    tk.far_key = pk;
+                }
+            }
         }
         self.superseded += 1;
         false

@@ -148,6 +148,8 @@ pub(super) struct Task {
     pub(super) refill_left: u128,
     /// The latest completion planned (`Sim::plan_op`): its key and the generation it was made under.
     pub(super) op_key: Key,
+    /// Key of this task's earliest completion entry in the far heap (`Key::MAX`: none known).
+    pub(super) far_key: Key,
     // Line 2: what it does, since when, at what cost.
     pub(super) act: Act,
     pub(super) seg_start: Nanos,
@@ -183,6 +185,8 @@ pub(super) struct Task {
     pub(super) rank: u32,
     /// Whether `op_key` is in the queue and live (not yet popped or superseded).
     pub(super) op_queued: bool,
+    /// Whether `op_key` is live and waits for the entry at `far_key` to pop to be queued.
+    pub(super) op_waiting: bool,
     pub(super) idle_vcpu: bool,
     /// Of a background domain: not counted among the live tasks a run waits for.
     pub(super) background: bool,
@@ -240,6 +244,8 @@ impl Task {
             op_key: 0,
             op_gen: 0,
             op_queued: false,
+            op_waiting: false,
+            far_key: Key::MAX,
             wake_key: 0,
             spin_used: Nanos::ZERO,
             pf_static_done: false,

@@ -318,12 +318,12 @@ fn a_periodic_task_reports_rt_app_slack_and_deadline_misses() {
 #[test]
 fn superseded_plans_count_the_same_whether_a_run_ends_by_time_or_when_all_are_done() {
     // Two tasks of 40 ms on one CPU, 20 µs slices: each switch-in plans a
-    // completion (now + work left) that the next preemption supersedes, about
-    // 4000 plans, most never queued (a task's first plan is earlier). A
-    // fixed-length run counts each as the stale event it would have been when
-    // it is superseded; a run that ends when all are done counts those keyed
-    // before its last event. Both end at the same event (80 ms), so both
-    // count the same events, with thousands of superseded plans outstanding at once.
+    // completion (now + work left) that the next preemption supersedes and
+    // withdraws from the queue, about 4000 plans. A fixed-length run counts
+    // each as the stale event it would have been when it is withdrawn; a run
+    // that ends when all are done counts those keyed before its last event.
+    // Both end at the same event (80 ms), so both count the same events, with
+    // thousands of superseded plans outstanding at once.
     let progs = || vec![vec![compute(40), Op::End], vec![compute(40), Op::End]];
     let all_done = Sim::new(config(machine(&[1.0]), progs(), Nanos(20_000))).run();
     assert!(all_done.all_done);
@@ -333,6 +333,14 @@ fn superseded_plans_count_the_same_whether_a_run_ends_by_time_or_when_all_are_do
     let timed = Sim::new(cfg).run();
     assert!(all_done.events > 4000, "{}", all_done.events);
     assert_eq!(all_done.events, timed.events);
+    // 80 ms / 20 µs = 4000 switch-ins, each planning a completion; all but
+    // the two that complete are superseded. The queue never holds them: the
+    // plans 33.6 ms or more ahead (the first ~13 ms of each task's run) wait
+    // behind the task's one far-heap entry, the nearer ones are withdrawn
+    // from the ring. It holds at most a slice end, End, a far entry per
+    // task and the running task's completion.
+    assert_eq!(timed.engine.superseded, 3998);
+    assert!(timed.engine.queue_peak <= 5, "{}", timed.engine.queue_peak);
 }
 
 /// Bursty noise on CPU 0: free for 9 ms, then a 2 ms burst at noise 0.5,
