@@ -319,7 +319,13 @@ pub struct Fair {
     /// Per CPU: when it last went idle, until a wake-up there samples the
     /// idle period (Linux `rq->idle_stamp`; `None` = 0).
     idle_stamp: Vec<Option<Nanos>>,
+    /// `load_balance`'s peers (runnable count, CPU) and candidates (last ran,
+    /// task), kept between calls so a balance allocates nothing once warm.
+    scratch: BalanceScratch,
 }
+
+/// `load_balance`'s working lists: peers (runnable count, CPU) and candidates (last ran, task).
+type BalanceScratch = (Vec<(u32, CpuId)>, Vec<(Nanos, TaskId)>);
 
 /// A CPU's queued tasks ordered by (vruntime, id), least first (CFS's rbtree
 /// keyed by vruntime): a sorted `Vec`, as a CPU queues a few tasks — the
@@ -406,6 +412,7 @@ impl Fair {
             seed: None,
             avg_idle: vec![Nanos(2 * p_gate); n],
             idle_stamp: vec![None; n],
+            scratch: (Vec::with_capacity(n), Vec::new()),
         }
     }
 
@@ -490,7 +497,7 @@ impl Fair {
 
     /// Wake-up placement (see the module docs).
     pub fn select_cpu(&self, v: &SysView, t: TaskId) -> CpuId {
-        let aff = v.tasks[t.idx()].affinity;
+        let aff = &v.tasks[t.idx()].affinity;
         let prev = self.se[t.idx()].cpu;
         let n = self.rq.len();
         let order = (0..n).map(|k| CpuId(((prev.idx() + k) % n) as u32)).filter(|c| aff.contains(*c));
@@ -569,37 +576,41 @@ impl Fair {
     pub fn load_balance(&mut self, v: &SysView, cpu: CpuId) -> u32 {
         let n = self.rq.len();
         let mine = self.nr_running(cpu);
-        let mut peers: Vec<(u32, CpuId)> =
-            (0..n).map(|c| CpuId(c as u32)).filter(|c| *c != cpu).map(|c| (self.nr_running(c), c)).collect();
+        let (mut peers, mut cands) = std::mem::take(&mut self.scratch);
+        peers.clear();
+        peers.extend((0..n).map(|c| CpuId(c as u32)).filter(|c| *c != cpu).map(|c| (self.nr_running(c), c)));
         // Busiest first, ties by id.
         peers.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        for (nr, busiest) in peers {
+        let mut moved = 0;
+        for &(nr, busiest) in &peers {
             if nr < mine + 2 {
                 break;
             }
             let want = (nr - mine) / 2;
             // Least recently run first, ties by id (Linux detaches from the tail of cfs_tasks).
-            let mut cands: Vec<(Nanos, TaskId)> = self.rq[busiest.idx()]
-                .iter()
-                .map(|k| k.1)
-                .filter(|t| v.tasks[t.idx()].affinity.contains(cpu))
-                .map(|t| (self.se[t.idx()].last_ran, t))
-                .collect();
+            cands.clear();
+            cands.extend(
+                self.rq[busiest.idx()]
+                    .iter()
+                    .map(|k| k.1)
+                    .filter(|t| v.tasks[t.idx()].affinity.contains(cpu))
+                    .map(|t| (self.se[t.idx()].last_ran, t)),
+            );
             if cands.is_empty() {
                 continue;
             }
             cands.sort();
-            let mut moved = 0;
-            for (_, t) in cands.into_iter().take(want as usize) {
+            for &(_, t) in cands.iter().take(want as usize) {
                 self.dequeue(t);
                 self.renormalize(t, busiest, cpu);
                 self.enqueue(cpu, t);
                 moved += 1;
             }
             self.update_min_vruntime(busiest);
-            return moved;
+            break;
         }
-        0
+        self.scratch = (peers, cands);
+        moved
     }
 
     fn check_invariants(&self, v: &SysView) {
@@ -778,7 +789,7 @@ impl Dispatcher for Fair {
     }
 
     fn affinity_changed(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
-        let aff = v.tasks[t.idx()].affinity;
+        let aff = &v.tasks[t.idx()].affinity;
         let cpu = self.se[t.idx()].cpu;
         if aff.contains(cpu) {
             return;
