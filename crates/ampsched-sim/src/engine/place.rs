@@ -18,7 +18,10 @@
 //! own code (`ampsched_policy::gate`), so one brain gets one body in both:
 //! - each period, [`agent_decision`]: the placer's effective masks only while
 //!   more runnable tasks want the fast CPUs than there are and no fast CPU
-//!   idled, else every narrowed task gets its own mask back; two runnable
+//!   idled, else every narrowed task gets its own mask back, a heavy
+//!   runnable one kept on the slow CPUs first moved onto a free fast CPU
+//!   (`gate::cooperate::move_released`: widening alone does not move a
+//!   running thread); two runnable
 //!   tasks stacked on one CPU while another CPU of theirs is in nobody's mask
 //!   are spread; the back-off's hands-off windows and verdicts; changes
 //!   ordered fast-first (`gate::body::Body::period`; the simulated agent has
