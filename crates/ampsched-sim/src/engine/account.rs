@@ -16,6 +16,10 @@ use ampsched_model::{CpuId, Nanos, TaskId};
 use std::cmp::Reverse;
 
 impl Sim {
+    /// Move task `t` to state `st`, accounting the time in the state it
+    /// leaves (inlined: each caller's `st` is a constant, so only its own
+    /// transition's tests remain).
+    #[inline(always)]
     pub(super) fn set_state(&mut self, t: TaskId, st: St) {
         let now = self.now;
         let record_wake = self.wake_latency;
@@ -208,7 +212,9 @@ impl Sim {
     /// and is found stale (`pop_op`).
     pub(super) fn supersede(&mut self, t: TaskId) {
         let tk = &mut self.tasks[t.idx()];
-        tk.gen = tk.gen.wrapping_add(1);
+        if cfg!(debug_assertions) {
+            tk.gen = tk.gen.wrapping_add(1);
+        }
         let k = tk.op_key;
         if std::mem::take(&mut tk.op_queued) {
             if self.events.cancel(k) {
@@ -233,11 +239,13 @@ impl Sim {
         let tk = &mut self.tasks[t.idx()];
         debug_assert!(!tk.op_queued && !tk.op_waiting, "a plan made over a live one");
         tk.op_key = key;
-        tk.op_gen = tk.gen;
-        if near || key < tk.far_key {
+        if cfg!(debug_assertions) {
+            tk.op_gen = tk.gen;
+        }
+        if near || !tk.far || key < tk.far_key {
             tk.op_queued = self.events.insert(key);
             if tk.op_queued && !near {
-                tk.far_key = key;
+                (tk.far, tk.far_key) = (true, key);
             }
         } else {
             tk.op_waiting = self.events.before_horizon(key);
@@ -249,8 +257,8 @@ impl Sim {
     /// and queues the task's waiting plan (`plan_op`).
     pub(super) fn pop_op(&mut self, t: TaskId, k: Key) -> bool {
         let tk = &mut self.tasks[t.idx()];
-        if k == tk.far_key {
-            tk.far_key = Key::MAX;
+        if tk.far && k == tk.far_key {
+            tk.far = false;
         }
         if k == tk.op_key && tk.op_queued {
             tk.op_queued = false;
@@ -261,11 +269,11 @@ impl Sim {
             let pk = tk.op_key;
             debug_assert!(pk > k, "a waiting plan is keyed after the entry that queues it");
             let near = self.events.near(pk);
-            if near || pk < tk.far_key {
+            if near || !tk.far || pk < tk.far_key {
                 tk.op_waiting = false;
                 tk.op_queued = self.events.insert(pk);
                 if !near {
-                    tk.far_key = pk;
+                    (tk.far, tk.far_key) = (true, pk);
                 }
             }
         }

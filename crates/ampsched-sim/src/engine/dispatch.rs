@@ -91,9 +91,7 @@ impl Sim {
                 }
                 None => false,
             };
-            let mut fx = std::mem::take(&mut self.fx);
-            let pick = self.disp.pick_next(&view!(self), c, prev, prev_runnable, &mut fx);
-            self.fx = fx;
+            let pick = self.disp.pick_next(&view!(self), c, prev, prev_runnable, &mut self.fx);
             self.cpus[c.idx()].slice_at = Nanos::MAX;
             if pick.task != prev {
                 if let Some(p) = prev {
@@ -166,9 +164,7 @@ impl Sim {
         if self.tasks[t.idx()].st == St::Running(c) {
             self.set_state(t, St::Blocked);
         }
-        let mut fx = std::mem::take(&mut self.fx);
-        self.disp.block(&view!(self), t, c, &mut fx);
-        self.fx = fx;
+        self.disp.block(&view!(self), t, c, &mut self.fx);
         self.flush_fx();
     }
 
@@ -183,9 +179,7 @@ impl Sim {
             tr.waking(self.now, self.tasks[t.idx()].last_cpu.unwrap_or(CpuId(0)), t);
         }
         self.set_state(t, St::Runnable);
-        let mut fx = std::mem::take(&mut self.fx);
-        self.disp.wake(&view!(self), t, &mut fx);
-        self.fx = fx;
+        self.disp.wake(&view!(self), t, &mut self.fx);
         self.flush_fx();
     }
 }

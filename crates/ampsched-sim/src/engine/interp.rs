@@ -66,16 +66,24 @@ impl Sim {
                     return self.start_compute(t, work.0, mem, ws_kb, overlap);
                 }
                 Op::LoopStart { count, .. } => {
-                    tk.loops.push(count);
+                    // The innermost counter stays in the task; the ones around it go beside.
+                    if tk.loop_depth > 0 {
+                        tk.loops.push(tk.loop_top);
+                    }
+                    tk.loop_depth += 1;
+                    tk.loop_top = count;
                     tk.pc += 1;
                 }
                 Op::LoopEnd { start } => {
-                    let top = tk.loops.last_mut().expect("loop stack");
-                    *top -= 1;
-                    if *top > 0 {
+                    assert!(tk.loop_depth > 0, "loop stack");
+                    tk.loop_top -= 1;
+                    if tk.loop_top > 0 {
                         tk.pc = start + 1;
                     } else {
-                        tk.loops.pop();
+                        tk.loop_depth -= 1;
+                        if tk.loop_depth > 0 {
+                            tk.loop_top = tk.loops.pop().expect("loop stack");
+                        }
                         tk.pc += 1;
                     }
                 }
@@ -163,9 +171,7 @@ impl Sim {
                     self.own[t.idx()] = mask;
                     if self.views[t.idx()].affinity != mask {
                         self.views[t.idx()].affinity = mask;
-                        let mut fx = std::mem::take(&mut self.fx);
-                        self.disp.affinity_changed(&view!(self), t, &mut fx);
-                        self.fx = fx;
+                        self.disp.affinity_changed(&view!(self), t, &mut self.fx);
                         self.flush_fx();
                     }
                 }
@@ -328,9 +334,7 @@ impl Sim {
     /// `sched_yield` between polls (`Wait::Yield`); what it does with that is
     /// its own model of `sched_yield` (`Dispatcher::yielding`).
     fn tell_yielding(&mut self, t: TaskId, on: bool) {
-        let mut fx = std::mem::take(&mut self.fx);
-        self.disp.yielding(&view!(self), t, on, &mut fx);
-        self.fx = fx;
+        self.disp.yielding(&view!(self), t, on, &mut self.fx);
         self.flush_fx();
     }
 

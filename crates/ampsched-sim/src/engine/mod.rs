@@ -331,9 +331,7 @@ impl Sim {
         for i in 0..self.tasks.len() {
             if !self.tasks[i].idle_vcpu {
                 self.set_state(TaskId(i as u32), St::Runnable);
-                let mut fx = std::mem::take(&mut self.fx);
-                self.disp.wake(&view!(self), TaskId(i as u32), &mut fx);
-                self.fx = fx;
+                self.disp.wake(&view!(self), TaskId(i as u32), &mut self.fx);
                 self.flush_fx();
             }
         }
@@ -406,9 +404,7 @@ impl Sim {
                         self.cpus[c.idx()].tick_owed = true;
                         return;
                     }
-                    let mut fx = std::mem::take(&mut self.fx);
-                    self.disp.tick(&view!(self), c, &mut fx);
-                    self.fx = fx;
+                    self.disp.tick(&view!(self), c, &mut self.fx);
                     self.flush_fx();
                     let p = self.disp.tick_period();
                     self.push(self.now + p, Ev::Tick(c));
@@ -422,9 +418,7 @@ impl Sim {
                     self.cpus[m.idx()].account_owed = true;
                     return;
                 }
-                let mut fx = std::mem::take(&mut self.fx);
-                self.disp.account(&view!(self), &mut fx);
-                self.fx = fx;
+                self.disp.account(&view!(self), &mut self.fx);
                 self.flush_fx();
                 let p = self.disp.account_period();
                 self.push(self.now + p, Ev::Account);
@@ -544,9 +538,7 @@ impl Sim {
                 if let Some(w) = ch.weight {
                     dv.weight = w;
                 }
-                let mut fx = std::mem::take(&mut self.fx);
-                self.disp.domain_changed(&view!(self), d, &mut fx);
-                self.fx = fx;
+                self.disp.domain_changed(&view!(self), d, &mut self.fx);
                 self.flush_fx();
             }
             Ev::End => {

@@ -180,9 +180,7 @@ impl Sim {
         for ch in changes {
             self.placer_changes += 1;
             self.views[ch.task.idx()].affinity = ch.mask;
-            let mut fx = std::mem::take(&mut self.fx);
-            self.disp.affinity_changed(&view!(self), ch.task, &mut fx);
-            self.fx = fx;
+            self.disp.affinity_changed(&view!(self), ch.task, &mut self.fx);
             self.flush_fx();
             if one_by_one {
                 self.drain();

@@ -38,7 +38,7 @@ pub(super) const NO_REFILL: u128 = u128::MAX;
 pub(super) const NO_SPEED: u64 = u64::MAX;
 
 /// CPU classes whose run time a task keeps in itself ([`ClassNs`]).
-const INLINE_CLASSES: usize = 4;
+const INLINE_CLASSES: usize = 3;
 
 /// Run time per CPU class, ns: the first `INLINE_CLASSES` classes in the
 /// task itself (a settle follows no pointer), any further ones beside.
@@ -46,14 +46,14 @@ const INLINE_CLASSES: usize = 4;
 #[repr(C)]
 pub(super) struct ClassNs {
     inline: [u64; INLINE_CLASSES],
-    more: Vec<u64>,
-    n: usize,
+    more: Box<[u64]>,
+    n: u32,
 }
 
 impl ClassNs {
     /// Zero for `n` classes.
     pub(super) fn new(n: usize) -> ClassNs {
-        ClassNs { inline: [0; INLINE_CLASSES], more: vec![0; n.saturating_sub(INLINE_CLASSES)], n }
+        ClassNs { inline: [0; INLINE_CLASSES], more: vec![0; n.saturating_sub(INLINE_CLASSES)].into(), n: n as u32 }
     }
 
     /// Add `dt` ns to class `c`.
@@ -72,7 +72,7 @@ impl ClassNs {
 
     /// Per class, in class order.
     pub(super) fn to_vec(&self) -> Vec<u64> {
-        (0..self.n).map(|c| self.get(c)).collect()
+        (0..self.n as usize).map(|c| self.get(c)).collect()
     }
 }
 
@@ -135,76 +135,87 @@ impl Slack {
 
 /// One task (a vCPU running a program): interpreter state, accounting and statistics.
 ///
-/// Laid out in order (`repr(C)`), what an event touches first: the work and
-/// completion plan (the first 64-byte line), state and times (the second),
-/// program and counters (the third), run time per class (the fourth); the
-/// statistics and rarely used fields after. A settle, a switch or a
-/// completion then reads four or five lines of a task instead of fields
-/// strewn over its ten (issue 19: `ampsched bench` XL has 1024 tasks).
-#[repr(C)]
+/// Laid out in order (`repr(C)`, each task on its own 64-byte lines) by what
+/// an event touches: the work, the completion plan and the state's times
+/// (line 1); what it does, at what cost, and the plan's flags (line 2); the
+/// program and the time accounts (line 3); run time per class and the loop
+/// counter (line 4); migration costs and counters (line 5); then the far
+/// heap's key, the debug generations and the statistics that few events
+/// touch. A switch, a settle and a completion then read the first five lines
+/// of a task and nothing else (issue 19: `ampsched bench` XL has 1024 tasks,
+/// 1.3 MB of them at 1280 bytes each would not stay in the second-level cache).
+#[repr(C, align(64))]
 pub(super) struct Task {
-    // Line 1: the work left and the completion plan.
+    // Line 1: the work left, the completion plan, since when.
     pub(super) work_left: u128,
     pub(super) refill_left: u128,
-    /// The latest completion planned (`Sim::plan_op`): its key and the generation it was made under.
+    /// The latest completion planned (`Sim::plan_op`).
     pub(super) op_key: Key,
-    /// Key of this task's earliest completion entry in the far heap (`Key::MAX`: none known).
-    pub(super) far_key: Key,
-    // Line 2: what it does, since when, at what cost.
-    pub(super) act: Act,
     pub(super) seg_start: Nanos,
     pub(super) state_since: Nanos,
+    // Line 2: what it does, at what cost; the plan's flags.
+    pub(super) act: Act,
+    pub(super) st: St,
     /// `fixed::cost` of `mem` at speed `f64::from_bits(cost_speed)` (NaN bits: not
     /// computed): the f64 arithmetic runs once per segment and speed, not per settle.
     pub(super) cost_speed: u64,
     pub(super) cost: u64,
-    pub(super) st: St,
-    // Line 3: generations, program, time accounts.
-    /// Bumped whenever the running op's completion may no longer hold (a plan
-    /// made under an older generation is stale).
-    pub(super) gen: u32,
-    pub(super) op_gen: u32,
     pub(super) pc: u32,
     pub(super) domain: DomainId,
-    pub(super) prog: Arc<Program>,
-    /// Per op, the dense indices of the sync objects it uses (`sync::resolve`).
-    pub(super) sync: Arc<[[u32; 2]]>,
-    pub(super) mem: f64,
-    pub(super) spin_used: Nanos,
-    pub(super) wait_ns: u64,
-    // Line 4: run time per class.
-    pub(super) run_by_class: ClassNs,
-    // Line 5: the rest of the interpreter's state and counters.
-    pub(super) blocked_ns: u64,
-    pub(super) computes_done: u64,
-    pub(super) last_cpu: Option<CpuId>,
-    pub(super) ws_kb: u32,
-    pub(super) group: u32,
-    pub(super) overlap: f64,
-    pub(super) loops: Vec<u32>,
-    pub(super) rank: u32,
     /// Whether `op_key` is in the queue and live (not yet popped or superseded).
     pub(super) op_queued: bool,
     /// Whether `op_key` is live and waits for the entry at `far_key` to pop to be queued.
     pub(super) op_waiting: bool,
-    pub(super) idle_vcpu: bool,
-    /// Of a background domain: not counted among the live tasks a run waits for.
-    pub(super) background: bool,
-    pub(super) period_active: bool,
-    pub(super) pf_static_done: bool,
+    /// Whether `far_key` is set (the task has an entry in the far heap).
+    pub(super) far: bool,
     /// Computing with a memory-bound share on a machine with a shared memory
     /// bus: among `Bus::members`, its cost set by the bus (`Sim::bus_change`).
     pub(super) on_bus: bool,
-    // Then what a few events touch.
+    pub(super) period_active: bool,
+    // Line 3: program, time accounts.
+    pub(super) prog: Arc<Program>,
+    /// Per op, the dense indices of the sync objects it uses (`sync::resolve`).
+    pub(super) sync: Arc<[[u32; 2]]>,
+    pub(super) mem: f64,
+    pub(super) wait_ns: u64,
+    pub(super) blocked_ns: u64,
+    pub(super) computes_done: u64,
+    pub(super) spin_used: Nanos,
+    // Line 4: run time per class, the last CPU, the innermost loop's counter.
+    pub(super) run_by_class: ClassNs,
+    pub(super) last_cpu: Option<CpuId>,
+    /// Iterations left of the innermost loop running (`loop_depth` > 0); the outer ones are in `loops`.
+    pub(super) loop_top: u32,
+    /// Loops entered and not left.
+    pub(super) loop_depth: u32,
+    // Line 5: what a migration and a compute's start read.
     /// `CacheSpec::refill_cost` of `ws_kb` and `overlap` within (`[0]`) and
     /// across (`[1]`) memory domains, as amounts, once computed (`NO_REFILL`:
     /// not yet): the f64 arithmetic runs once per working set, not per migration.
     pub(super) refill: [u128; 2],
-    /// Key of the last wake-up planned (the only one that may wake the task).
-    pub(super) wake_key: Key,
-    pub(super) spin_ns: u64,
     pub(super) mig_local: u64,
     pub(super) mig_remote: u64,
+    pub(super) overlap: f64,
+    pub(super) ws_kb: u32,
+    pub(super) group: u32,
+    // Then what a few events touch.
+    /// Key of this task's earliest completion entry in the far heap (valid while `far`).
+    pub(super) far_key: Key,
+    /// Key of the last wake-up planned (the only one that may wake the task).
+    pub(super) wake_key: Key,
+    /// Bumped whenever the running op's completion may no longer hold, and the
+    /// generation the latest plan was made under: kept in debug builds only,
+    /// where a queued plan of an old generation is asserted never to pop.
+    pub(super) gen: u32,
+    pub(super) op_gen: u32,
+    pub(super) rank: u32,
+    pub(super) idle_vcpu: bool,
+    /// Of a background domain: not counted among the live tasks a run waits for.
+    pub(super) background: bool,
+    pub(super) pf_static_done: bool,
+    /// Iteration counters of the loops around the innermost one, outermost first.
+    pub(super) loops: Vec<u32>,
+    pub(super) spin_ns: u64,
     pub(super) done_at: Option<Nanos>,
     /// When it last woke from Blocked, until it first runs after that.
     pub(super) woke_at: Option<Nanos>,
@@ -227,6 +238,8 @@ impl Task {
             sync: Arc::from(Vec::new()),
             pc: 0,
             loops: Vec::new(),
+            loop_top: 0,
+            loop_depth: 0,
             group: ti.group,
             rank: ti.rank,
             st: St::Blocked,
@@ -246,6 +259,7 @@ impl Task {
             op_queued: false,
             op_waiting: false,
             far_key: Key::MAX,
+            far: false,
             wake_key: 0,
             spin_used: Nanos::ZERO,
             pf_static_done: false,
@@ -342,14 +356,32 @@ mod tests {
 
     #[test]
     fn class_times_past_the_inline_ones_are_kept_beside() {
-        // Six classes: 0..4 in the task, 4 and 5 in the vector beside.
+        // Six classes: 0..3 in the task, 3, 4 and 5 in the slice beside.
         let mut r = ClassNs::new(6);
         r.add(1, 10);
         r.add(5, 7);
         r.add(1, 5);
         r.add(4, 2);
-        assert_eq!(r.to_vec(), vec![0, 15, 0, 0, 2, 7]);
+        r.add(3, 4);
+        assert_eq!(r.to_vec(), vec![0, 15, 0, 4, 2, 7]);
         assert_eq!(ClassNs::new(2).to_vec(), vec![0, 0]);
+    }
+
+    #[test]
+    fn what_a_switch_touches_is_in_a_tasks_first_five_lines() {
+        // The layout the struct's doc describes: each task starts a line, and the
+        // fields of a switch, a settle, a completion and a compute's start are in
+        // lines 1-5 (bytes 0..320); the far heap's key and the statistics after.
+        use std::mem::{align_of, offset_of, size_of};
+        assert_eq!(align_of::<Task>(), 64);
+        assert_eq!(size_of::<ClassNs>(), 48);
+        let line = |off: usize| off / 64;
+        assert_eq!(line(offset_of!(Task, state_since)), 0);
+        assert_eq!(line(offset_of!(Task, period_active)), 1);
+        assert_eq!(line(offset_of!(Task, spin_used)), 2);
+        assert_eq!(line(offset_of!(Task, loop_depth)), 3);
+        assert_eq!(line(offset_of!(Task, group)), 4);
+        assert_eq!(offset_of!(Task, far_key), 320);
     }
 
     #[test]
