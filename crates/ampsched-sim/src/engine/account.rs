@@ -210,6 +210,7 @@ impl Sim {
     /// superseded event it would have been (`superseded_plan`) — withdrawn
     /// from the queue if the ring holds it; one in the far heap stays, pops
     /// and is found stale (`pop_op`).
+    #[inline]
     pub(super) fn supersede(&mut self, t: TaskId) {
         let tk = &mut self.tasks[t.idx()];
         if cfg!(debug_assertions) {

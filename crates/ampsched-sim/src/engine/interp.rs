@@ -54,9 +54,9 @@ impl Sim {
     pub(super) fn exec(&mut self, t: TaskId, _c: CpuId) -> Outcome {
         loop {
             let tk = &mut self.tasks[t.idx()];
-            let [obj, obj2] = tk.sync[tk.pc as usize];
             // Matched in place: an arm copies only its own fields (an op is up to
-            // 144 bytes, a compute's fields 32), and the program is never cloned.
+            // 144 bytes, a compute's fields 32), and the program is never cloned;
+            // the arms that use sync objects read their indices (`tk.sync`).
             match tk.prog.ops[tk.pc as usize] {
                 Op::Compute { work, mem, ws_kb, overlap } => {
                     if work.0 == 0 {
@@ -113,11 +113,13 @@ impl Sim {
                     return Outcome::Done;
                 }
                 Op::Barrier { wait, .. } => {
+                    let obj = tk.sync[tk.pc as usize][0];
                     if let Some(o) = self.barrier_arrive(t, obj, wait) {
                         return o;
                     }
                 }
                 Op::BarrierN { parties, wait, .. } => {
+                    let obj = tk.sync[tk.pc as usize][0];
                     if let Some(o) = self.barrier_arrive_n(t, obj, parties, wait) {
                         return o;
                     }
@@ -132,6 +134,7 @@ impl Sim {
                     return Outcome::Busy;
                 }
                 Op::Timer { period, relative, start, .. } => {
+                    let obj = tk.sync[tk.pc as usize][0];
                     let now = self.now;
                     let obj = &mut self.sync[obj as usize];
                     if !obj.init {
@@ -151,11 +154,13 @@ impl Sim {
                     }
                 }
                 Op::CondWait { wait, .. } => {
+                    let obj = tk.sync[tk.pc as usize][0];
                     let obj = &mut self.sync[obj as usize];
                     obj.waiters.push_back(t);
                     return self.enter_wait(t, wait);
                 }
                 Op::CondSignal { broadcast, .. } => {
+                    let obj = tk.sync[tk.pc as usize][0];
                     tk.pc += 1;
                     let obj = &mut self.sync[obj as usize];
                     let n = if broadcast { obj.waiters.len() } else { obj.waiters.len().min(1) };
@@ -176,6 +181,7 @@ impl Sim {
                     }
                 }
                 Op::Lock { wait, .. } => {
+                    let obj = tk.sync[tk.pc as usize][0];
                     let obj = &mut self.sync[obj as usize];
                     if obj.owner.is_none() {
                         obj.owner = Some(t);
@@ -187,6 +193,7 @@ impl Sim {
                     }
                 }
                 Op::Unlock { .. } => {
+                    let obj = tk.sync[tk.pc as usize][0];
                     tk.pc += 1;
                     let obj = &mut self.sync[obj as usize];
                     debug_assert_eq!(obj.owner, Some(t), "{t} unlocks a lock it does not hold");
@@ -196,6 +203,7 @@ impl Sim {
                     }
                 }
                 Op::Push { capacity, wait, .. } => {
+                    let obj = tk.sync[tk.pc as usize][0];
                     let obj = &mut self.sync[obj as usize];
                     if let Some(w) = obj.waiters.pop_front() {
                         // a consumer is waiting: hand the item over
@@ -210,6 +218,7 @@ impl Sim {
                     }
                 }
                 Op::Pop { wait, .. } => {
+                    let obj = tk.sync[tk.pc as usize][0];
                     let obj = &mut self.sync[obj as usize];
                     if obj.count > 0 {
                         obj.count -= 1;
@@ -228,6 +237,7 @@ impl Sim {
                     }
                 }
                 Op::ParFor { work, schedule, mem, ws_kb, overlap, wait, .. } => {
+                    let [obj, obj2] = tk.sync[tk.pc as usize];
                     let n = self.group_size[tk.group as usize] as u64;
                     let rank = tk.rank as u64;
                     let obj = &mut self.sync[obj as usize];

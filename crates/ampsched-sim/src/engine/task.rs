@@ -142,8 +142,8 @@ impl Slack {
 /// counter (line 4); migration costs and counters (line 5); then the far
 /// heap's key, the debug generations and the statistics that few events
 /// touch. A switch, a settle and a completion then read the first five lines
-/// of a task and nothing else (issue 19: `ampsched bench` XL has 1024 tasks,
-/// 1.3 MB of them at 1280 bytes each would not stay in the second-level cache).
+/// of a task and nothing else (issue 19: `ampsched bench` XL has 1024 tasks
+/// of 576 bytes; their first five lines are 320 KiB, the rest is rarely read).
 #[repr(C, align(64))]
 pub(super) struct Task {
     // Line 1: the work left, the completion plan, since when.
