@@ -123,6 +123,8 @@ pub mod limits {
     pub const MIN_STATS_MS: f64 = 1e-3;
     /// Longest reaction of the agent to an idle fast CPU, µs (`[agent] reaction_us`): one second.
     pub const MAX_REACTION_US: f64 = 1e6;
+    /// Longest vCPU wake-up latency, µs (`[machine] wake_latency_us`): 10 ms, one credit tick.
+    pub const MAX_WAKE_LATENCY_US: f64 = 1e4;
 }
 
 /// A number as a person reads it: plain for ordinary magnitudes, `1e300` / `1e-12` for extreme ones.
@@ -200,6 +202,7 @@ mod ranged {
     ranged!(opt cap_opt, u32, check_u32, "cap", 0, MAX_CAP, "% of one CPU, 0 = none");
     ranged!(one at_ms, f64, check_f64, "at_ms", 0.0, MAX_MS, "ms of simulated time");
     ranged!(opt reaction_us_opt, f64, check_f64, "reaction_us", 0.0, MAX_REACTION_US, "µs from a fast CPU going idle to the agent's move");
+    ranged!(opt wake_latency_us_opt, f64, check_f64, "wake_latency_us", 0.0, MAX_WAKE_LATENCY_US, "µs from an event to the woken vCPU's wake-up");
 }
 
 /// A whole scenario file.
@@ -375,6 +378,13 @@ pub struct MachineSpec {
     /// modulation (`topology::Topology::clock_modulation`). Default false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_modulation: Option<bool>,
+    /// A hypervisor's vCPU wake-up latency, µs (`topology::Topology::wake_latency`). Default 0.
+    #[serde(default, deserialize_with = "ranged::wake_latency_us_opt", skip_serializing_if = "Option::is_none")]
+    pub wake_latency_us: Option<f64>,
+    /// Co-running tasks divide each shared LLC's capacity (`topology::Topology::llc_contention`).
+    /// Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llc_contention: Option<bool>,
 }
 
 /// The shared memory bus (`topology::MemoryBus`): its bandwidth and what one

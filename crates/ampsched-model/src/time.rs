@@ -15,6 +15,10 @@ impl Nanos {
     /// The largest representable time (used as "never").
     pub const MAX: Nanos = Nanos(u64::MAX);
 
+    /// Whether this is zero (for `skip_serializing_if`).
+    pub fn is_zero(&self) -> bool {
+        self.0 == 0
+    }
     /// From microseconds.
     pub const fn from_us(us: u64) -> Nanos {
         Nanos(us * 1_000)

@@ -225,6 +225,18 @@ pub struct Topology {
     /// memory-bound share takes the same time as on a fast one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub clock_modulation: bool,
+    /// A hypervisor's vCPU wake-up latency: a blocked vCPU that a sync object
+    /// releases (an event-channel notification from its sibling) becomes
+    /// runnable this long after the release, not at once (the engine's
+    /// `engine/hv.rs`). Zero: at once.
+    #[serde(default, skip_serializing_if = "Nanos::is_zero")]
+    pub wake_latency: Nanos,
+    /// Tasks computing at once under one shared LLC (a memory domain) divide
+    /// its capacity, and the part of a working set the co-runners evict
+    /// misses (the engine's `engine/llc.rs`); `false`: each task has the LLC
+    /// to itself.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub llc_contention: bool,
 }
 
 impl Topology {
@@ -258,6 +270,8 @@ impl Topology {
             rt_loads: Vec::new(),
             memory_bus: None,
             clock_modulation: false,
+            wake_latency: Nanos::ZERO,
+            llc_contention: false,
         }
     }
 

@@ -82,7 +82,7 @@ impl Cds {
         for (q, cur) in v.curr.iter().enumerate() {
             if q != cpu.idx() && cur.is_some_and(|y| core.dom(y) == d) {
                 self.off[q] = Some(off);
-                fx.resched(CpuId(q as u32));
+                core.signal(CpuId(q as u32), fx);
                 n += 1;
             }
         }

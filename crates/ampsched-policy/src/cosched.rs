@@ -55,6 +55,19 @@
 //!   for each sibling a co-scheduling request wanted to run, the time from
 //!   the request (its sibling's start) to its own start.
 //!
+//! - **Signal cost** (`signal_us`, default 0: free). A co-scheduling
+//!   signal is Xen's `cpumask_raise_softirq(mask, SCHEDULE_SOFTIRQ)`: an IPI
+//!   to each target pCPU, which takes the interrupt, runs `schedule()` (here
+//!   the forced pick) and switches context, whether or not the vCPU it
+//!   runs changes. Every pCPU a CS or PCS signal or a CDS co-deschedule
+//!   reaches is charged that time (`CoCore::signal` → `Effects::stall`; the
+//!   engine has the vCPU that runs there next pay it, `engine/hv.rs`). BCS
+//!   raises no signal (its siblings start at their pCPUs' own next
+//!   decisions), so it pays nothing: the "cheaper than PCS" of the paper's
+//!   BCS section. Magnitude: a vCPU context switch of Xen's era is 1.4-9
+//!   µs (Whitaker et al., "Scale and performance in the Denali isolation
+//!   kernel", OSDI 2002, §6), plus the interrupt and the scheduler pass.
+//!
 //! Invariants: every pick is made or confirmed by the base (credit's
 //! runqueue invariants are checked after each pick in debug builds);
 //! `running[d]` equals the number of CPUs running a vCPU of domain d (the
@@ -79,8 +92,22 @@ pub const RULES: ParamDoc = ParamDoc {
     doc: "credit underneath: current Xen, or Xen 4.0's rules (the papers' Xen 4.0.1)",
 };
 
-/// The tunables of `cs`, `cds`, `pcs` and `bcs`: credit's, and which credit.
-pub const COSCHED_PARAMS: &[ParamDoc] = &[TSLICE, RATELIMIT, TICK_MIGRATE, MIGRATION_DELAY, RULES];
+/// `signal_us`: the hypervisor time each pCPU a co-scheduling signal reaches
+/// spends taking it (module docs, "Signal cost").
+pub const SIGNAL_US: ParamDoc = ParamDoc {
+    name: "signal_us",
+    kind: Kind::Us { default: Nanos::ZERO, min: 0.0, max: 10_000.0 },
+    unit: "µs",
+    doc: "time a signalled pCPU spends in the hypervisor per signal (IPI, schedule(), switch); 0 = free",
+};
+
+/// The tunables of `cs`, `cds`, `pcs` and `bcs`: credit's, which credit, and what a signal costs.
+pub const COSCHED_PARAMS: &[ParamDoc] = &[TSLICE, RATELIMIT, TICK_MIGRATE, MIGRATION_DELAY, RULES, SIGNAL_US];
+
+/// The signal cost of co-scheduler `policy` (`signal_us`).
+pub fn signal_cost(policy: &str, params: &Params) -> Result<Nanos, PolicyError> {
+    ParamReader::new(policy, params, COSCHED_PARAMS)?.duration(&SIGNAL_US)
+}
 
 /// The credit parameters of co-scheduler `policy`: its `rules` choose the
 /// profile, the rest are read as credit reads them.
@@ -153,6 +180,8 @@ pub struct CoCore {
     pub placed: Vec<(TaskId, CpuId)>,
     /// Counters.
     pub stats: CoStats,
+    /// Hypervisor time charged to each pCPU a signal reaches (`signal_us`).
+    pub signal_cost: Nanos,
 }
 
 impl CoCore {
@@ -167,6 +196,16 @@ impl CoCore {
             skew: Default::default(),
             placed: Vec::new(),
             stats: CoStats::default(),
+            signal_cost: Nanos::ZERO,
+        }
+    }
+
+    /// Signal `cpu`: it reschedules now, and spends the signal cost in the
+    /// hypervisor (`Effects::stall`) when there is one.
+    pub fn signal(&self, cpu: CpuId, fx: &mut Effects) {
+        fx.resched(cpu);
+        if self.signal_cost.0 > 0 {
+            fx.stall(cpu, self.signal_cost);
         }
     }
 
@@ -512,6 +551,12 @@ impl<S: Scheme, B: CoBase> CoSched<S, B> {
     /// Scheme `scheme` over `base`, registered as `name`.
     pub fn new(name: &'static str, scheme: S, base: B) -> Self {
         CoSched { name, core: CoCore::new(), scheme, base }
+    }
+
+    /// Charge each pCPU a signal reaches `cost` of hypervisor time (`signal_us`).
+    pub fn with_signal_cost(mut self, cost: Nanos) -> Self {
+        self.core.signal_cost = cost;
+        self
     }
 }
 

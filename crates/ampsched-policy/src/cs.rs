@@ -94,7 +94,7 @@ impl Cs {
         others.remove(cpu);
         self.pending = others;
         for p in others.iter() {
-            fx.resched(p);
+            core.signal(p, fx);
         }
         core.op(others.len());
         for y in queued_siblings(b, v, d, x) {

@@ -70,6 +70,10 @@ pub struct SysView<'a> {
 pub struct Effects {
     /// CPUs that must reschedule now (Xen: SCHEDULE_SOFTIRQ), in order.
     pub resched: Vec<CpuId>,
+    /// Time CPUs spend in the hypervisor for what was asked of them (an IPI
+    /// taken and a pass through `schedule()`): whatever runs on the CPU after
+    /// its next reschedule makes that much less progress (engine `hv.rs`).
+    pub stall: Vec<(CpuId, Nanos)>,
 }
 
 impl Effects {
@@ -77,6 +81,11 @@ impl Effects {
     #[inline]
     pub fn resched(&mut self, cpu: CpuId) {
         self.resched.push(cpu);
+    }
+
+    /// Charge `cpu` `ns` of hypervisor time (see `stall`).
+    pub fn stall(&mut self, cpu: CpuId, ns: Nanos) {
+        self.stall.push((cpu, ns));
     }
 }
 

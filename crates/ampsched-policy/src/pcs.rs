@@ -157,7 +157,7 @@ impl Scheme for Pcs {
         }
         for q in m.iter() {
             self.co_dom[q.idx()] = Some(d);
-            fx.resched(q);
+            core.signal(q, fx);
         }
         self.co_workers = self.co_workers.or(&m);
         self.co_partners = self.co_partners.or(&mc);

@@ -152,10 +152,17 @@ pub fn dispatcher_by_name(name: &str, params: &Params, topo: &Topology) -> Resul
         "cs" | "cds" | "pcs" | "bcs" => {
             use crate::cosched::CoSched;
             let p = crate::cosched::credit_params(name, params)?;
+            let c = crate::cosched::signal_cost(name, params)?;
             Ok(match name {
-                "cs" => Box::new(CoSched::new("cs", crate::cs::Cs::default(), Credit::new("cs", p, topo))),
-                "cds" => Box::new(CoSched::new("cds", crate::cds::Cds::default(), Credit::new("cds", p, topo))),
-                "pcs" => Box::new(CoSched::new("pcs", crate::pcs::Pcs::default(), Credit::new("pcs", p, topo))),
+                "cs" => Box::new(
+                    CoSched::new("cs", crate::cs::Cs::default(), Credit::new("cs", p, topo)).with_signal_cost(c),
+                ),
+                "cds" => Box::new(
+                    CoSched::new("cds", crate::cds::Cds::default(), Credit::new("cds", p, topo)).with_signal_cost(c),
+                ),
+                "pcs" => Box::new(
+                    CoSched::new("pcs", crate::pcs::Pcs::default(), Credit::new("pcs", p, topo)).with_signal_cost(c),
+                ),
                 _ => Box::new(CoSched::new("bcs", crate::bcs::Bcs::default(), Credit::new("bcs", p, topo))),
             })
         }

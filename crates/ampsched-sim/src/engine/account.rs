@@ -58,6 +58,9 @@ impl Sim {
         if leaves_bus {
             self.bus_change(t, None);
         }
+        if self.llc_on && !matches!(st, St::Running(_)) {
+            self.llc_leave(t);
+        }
     }
 
     /// Task `t` starts (`Some((speed, mem, cost alone))`) or stops (`None`) computing on a
@@ -117,6 +120,9 @@ impl Sim {
         // A compute completing now stops using the memory bus.
         if !work && self.tasks[t.idx()].on_bus {
             self.bus_change(t, None);
+        }
+        if !work && self.llc_on {
+            self.llc_leave(t);
         }
     }
 
@@ -184,6 +190,10 @@ impl Sim {
     pub(super) fn replan(&mut self, t: TaskId) {
         let tk = &mut self.tasks[t.idx()];
         let St::Running(c) = tk.st else { return };
+        if self.llc_on && tk.act == Act::Compute {
+            self.llc_join(t);
+        }
+        let tk = &mut self.tasks[t.idx()];
         if self.bus.is_some() && tk.act == Act::Compute && !tk.on_bus && tk.mem > 0.0 {
             // It starts computing on a machine whose memory bus it shares.
             let speed = self.cpus[c.idx()].speed;

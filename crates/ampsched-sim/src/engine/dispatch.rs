@@ -36,6 +36,9 @@ impl Sim {
             }
         }
         self.fx.resched.clear();
+        if !self.fx.stall.is_empty() {
+            self.take_stalls();
+        }
     }
 
     pub(super) fn drain(&mut self) {
@@ -44,6 +47,9 @@ impl Sim {
                 Pending::Resched(c) => {
                     self.cpus[c.idx()].resched_pending = false;
                     self.schedule(c);
+                    if self.owes {
+                        self.pay_stall(c);
+                    }
                 }
                 Pending::Continue(t) => {
                     if let St::Running(c) = self.tasks[t.idx()].st {

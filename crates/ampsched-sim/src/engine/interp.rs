@@ -362,7 +362,7 @@ impl Sim {
         tk.pc += 1;
         tk.act = Act::Ready;
         match st {
-            St::Blocked => self.wake(w),
+            St::Blocked => self.wake_released(w),
             St::Running(_) => self.pending.push_back(Pending::Continue(w)),
             St::Runnable => {}
             St::Done => unreachable!("a finished task was waiting"),

@@ -61,6 +61,7 @@
 //!   configured with), `clock` (the event queue and same-instant FIFO),
 //!   `random` (seeded sampling), `fixed` (fixed-point amounts), `task` (task state and work accounting),
 //!   `bus` (the shared memory bus: what co-running tasks' memory traffic costs each),
+//!   `llc` (the shared caches: what co-running tasks' working sets cost each),
 //!   `gate` (the state of the agent's body around the placer),
 //!   `cpu` (CPU time accounting), `sync` (sync objects), `series`
 //!   (statistics accumulators);
@@ -68,7 +69,9 @@
 //! - the rooms that extend `Sim` with one concern each: `account` (state
 //!   times, progress, migrations, completion planning), `dispatch` (the
 //!   dispatcher bridge: every call into the `Dispatcher`, CPU switches,
-//!   slices), `interp` (the program interpreter over the sync objects),
+//!   slices), `hv` (the hypervisor's wake-up latency and the stalls a
+//!   dispatcher's signals cost), `interp` (the program interpreter over the sync objects),
+//!   `shared` (tasks joining and leaving a shared LLC),
 //!   `place` (the placer bridge: snapshots and affinity changes), `stats`
 //!   (time series and results), `traced` (Perfetto recording hooks).
 //!
@@ -85,10 +88,13 @@ mod cpu;
 mod dispatch;
 mod fixed;
 mod gate;
+mod hv;
 mod interp;
+mod llc;
 pub(crate) mod place;
 mod random;
 mod series;
+mod shared;
 mod stats;
 mod sync;
 mod task;
@@ -173,6 +179,16 @@ pub struct Sim {
     progress: Option<Box<dyn FnMut(Nanos, Nanos) + Send>>,
     /// The shared memory bus and the tasks computing over it (`Topology::memory_bus`; `None`: not modelled).
     bus: Option<Box<bus::Bus>>,
+    /// Hypervisor time each CPU owes, ns (`Effects::stall`, `hv`; empty until the first stall).
+    owed: Vec<u64>,
+    /// The shared LLCs and the tasks computing under them (`Topology::llc_contention`; `None`: not modelled).
+    llc: Option<Box<llc::Llc>>,
+    /// `llc` is modelled (a flag beside the hot ones the switch paths read).
+    llc_on: bool,
+    /// Some CPU may owe hypervisor time (`owed`).
+    owes: bool,
+    /// Released tasks wake after the machine's wake-up latency (`Topology::wake_latency` > 0).
+    wake_late: bool,
 }
 
 /// Distinct programs a new one is compared with when a run is built (`Sim::new`): a
@@ -233,6 +249,9 @@ impl Sim {
         // The tasks a run that ends when all are done waits for: not idle, not background.
         let live = tasks.iter().filter(|t| !t.idle_vcpu && !t.background).count();
         let topo_bus = topo.memory_bus.as_ref().map(|b| Box::new(bus::Bus::new(b)));
+        let wake_late_on = topo.wake_latency.0 > 0;
+        let llc =
+            topo.llc_contention.then(|| Box::new(llc::Llc::new(&topo.cache, topo.mem_domains.len(), tasks.len())));
         let ids = tasks.len().max(topo.ncpus()).max(cfg.events.len());
         assert!(ids < 1 << clock::ID_BITS, "{ids} tasks, CPUs or domain changes: at most 2^{} fit", clock::ID_BITS);
         Sim {
@@ -276,6 +295,11 @@ impl Sim {
             trace: None,
             progress: None,
             bus: topo_bus,
+            owed: Vec::new(),
+            llc_on: llc.is_some(),
+            llc,
+            owes: false,
+            wake_late: wake_late_on,
         }
     }
 

@@ -423,6 +423,14 @@ fn build_topology(spec: &ScenarioSpec) -> Result<Topology, ModelError> {
     topo.rt_loads = ampsched_model::spec::RtLoadSpec::build_all(&m.rt_load, n)?;
     topo.memory_bus = m.memory_bus.as_ref().map(|b| b.build());
     topo.clock_modulation = m.clock_modulation.unwrap_or(false);
+    topo.wake_latency = Nanos((m.wake_latency_us.unwrap_or(0.0) * 1e3).round() as u64);
+    topo.llc_contention = m.llc_contention.unwrap_or(false);
+    if topo.llc_contention && (topo.memory_bus.is_some() || topo.clock_modulation) {
+        return Err(ModelError::new(
+            "machine.llc_contention",
+            "true together with `memory_bus` or `clock_modulation = true` is not modelled: give one of them",
+        ));
+    }
     Ok(topo)
 }
 
