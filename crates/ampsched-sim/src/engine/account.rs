@@ -142,7 +142,6 @@ impl Sim {
         if self.placed {
             tk.period_run[cpu.class] += dt;
         }
-        self.series.add_run(tk.domain.idx(), cpu.class, dt);
         match tk.act {
             Act::Compute if work => {
                 let cost = tk.cost_on(cpu.speed, &self.topo);

@@ -43,26 +43,30 @@ pub(super) fn rt_loads_for(mut topo: Topology, models_rt: bool) -> Topology {
 }
 
 /// One simulated CPU.
+///
+/// Laid out in order (`repr(C)`, each CPU on its own 64-byte lines): what a
+/// switch, a settle and a timer read (the task it runs, its slice timer, its
+/// speed, class and share left by noise, its flags) in the first line; the
+/// noise's phases and the time accounts, read when it turns busy or idle,
+/// after (issue 19: `ampsched bench` XL has 256 CPUs).
+#[repr(C, align(64))]
 pub(super) struct Cpu {
-    pub(super) class: usize,
-    pub(super) speed: f64,
-    pub(super) fast: bool,
+    // Line 1: what a switch, a settle and a timer read.
     pub(super) curr: Option<TaskId>,
     /// When the current slice ends (`Nanos::MAX`: no slice).
     pub(super) slice_at: Nanos,
     /// Time of the earliest pending `SliceEnd` event of this CPU (`Nanos::MAX`: none).
     pub(super) slice_ev_at: Nanos,
+    pub(super) speed: f64,
+    /// Share of its time left to the task: 1 − `noise`, fixed-point.
+    pub(super) avail: u64,
+    pub(super) class: usize,
+    pub(super) acc_since: Nanos,
+    pub(super) fast: bool,
     pub(super) tick_armed: bool,
     /// This CPU's slice end was put behind a compute completing at the same instant.
     pub(super) slice_deferred: bool,
     pub(super) resched_pending: bool,
-    /// Share of its time noise steals (as configured; see `avail`).
-    pub(super) noise: f64,
-    /// Share of its time left to the task: 1 − `noise`, fixed-point.
-    pub(super) avail: u64,
-    /// Bursty noise's fraction and `avail` outside (`[0]`) and inside (`[1]`) a burst,
-    /// turned into shares once, not at every switch.
-    phases: [(f64, u64); 2],
     pub(super) noise_on: bool,
     /// Its bursts are stalls (`NoiseSpec::Bursty::stall`): timer decisions wait for their end.
     pub(super) stalls: bool,
@@ -70,9 +74,14 @@ pub(super) struct Cpu {
     pub(super) tick_owed: bool,
     /// A reschedule asked inside a stall, owed at its end.
     pub(super) resched_owed: bool,
+    // Then the noise and the time accounts.
     /// The dispatcher's accounting (its timer on this CPU) came due inside a stall.
     pub(super) account_owed: bool,
-    pub(super) acc_since: Nanos,
+    /// Share of its time noise steals (as configured; see `avail`).
+    pub(super) noise: f64,
+    /// Bursty noise's fraction and `avail` outside (`[0]`) and inside (`[1]`) a burst,
+    /// turned into shares once, not at every switch.
+    phases: [(f64, u64); 2],
     pub(super) busy: u128,
     pub(super) idle: u128,
     pub(super) noise_t: u128,
@@ -217,5 +226,24 @@ impl FastIdleSlowBusy {
         if self.holds() {
             self.ns += (now - self.since).0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_switch_reads_is_in_a_cpus_first_line() {
+        // The layout `Cpu`'s doc describes: each CPU starts a line; the task it
+        // runs, its slice timer, speed, share, class and flags are in bytes 0..64.
+        use std::mem::{align_of, offset_of};
+        assert_eq!(align_of::<Cpu>(), 64);
+        for off in
+            [offset_of!(Cpu, curr), offset_of!(Cpu, avail), offset_of!(Cpu, class), offset_of!(Cpu, resched_owed)]
+        {
+            assert!(off < 64, "{off}");
+        }
+        assert!(offset_of!(Cpu, busy) >= 64);
     }
 }

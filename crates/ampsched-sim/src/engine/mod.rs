@@ -165,6 +165,9 @@ pub struct Sim {
     wake_latency: bool,
     domain_events: Vec<(Nanos, DomainId, DomainChange)>,
     series: Series,
+    /// Per task and class (`t · nclass + class`), its run time at the last
+    /// statistics sample: the series' run times are the differences (`sample_series`).
+    sampled: Vec<u64>,
     /// Fast CPU idle while a slow CPU is busy.
     fisb: FastIdleSlowBusy,
     last_place: Nanos,
@@ -286,6 +289,7 @@ impl Sim {
             wake_latency: cfg.wake_latency,
             domain_events: cfg.events,
             series: Series::new(nd, nclass),
+            sampled: vec![0; cfg.tasks.len() * nclass],
             fisb: FastIdleSlowBusy::new(idle_fast, asymmetric),
             last_place: Nanos::ZERO,
             snap: ampsched_policy::Snapshot::default(),

@@ -69,7 +69,7 @@ impl Series {
         }
     }
 
-    /// Domain `d` ran `dt` ns on a CPU of class `class`.
+    /// Domain `d` ran `dt` ns on CPUs of class `class` (reported by the engine at each sample, `Sim::sample_series`).
     #[inline]
     pub(super) fn add_run(&mut self, d: usize, class: usize, dt: u64) {
         self.run[d * self.nclass + class] += dt;

@@ -19,6 +19,18 @@ impl Sim {
                 self.settle(TaskId(i as u32));
             }
         }
+        // Each domain's run time per class in the interval: what its tasks ran since
+        // the last sample (a settle adds to the task's books only; `Series::add_run`).
+        let nclass = self.topo.classes.len();
+        for (i, tk) in self.tasks.iter().enumerate() {
+            for c in 0..nclass {
+                let (now_ns, seen) = (tk.run_by_class.get(c), &mut self.sampled[i * nclass + c]);
+                if now_ns != *seen {
+                    self.series.add_run(tk.domain.idx(), c, now_ns - *seen);
+                    *seen = now_ns;
+                }
+            }
+        }
         let values = self.disp.counters().into_iter().map(|(_, v)| v).collect();
         self.series.sample(now, values, last);
     }
