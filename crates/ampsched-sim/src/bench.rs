@@ -132,6 +132,53 @@
 //! touches — a peer's queue, its head's priority and affinity, each in
 //! another cache line — so per-priority queues (0.7 vCPUs queued at an
 //! insert) or a cached queue head would save little.
+//! At 01:37 UTC on 28 Nov (quiet window, load 6.8 → 4.5, the machine slower
+//! than at 00:10, when main at fb1a8db ran XL at 137.7 ns per event and L at
+//! 127.9; 5 interleaved rounds of `ampsched bench --case L --case XL --bound`,
+//! main at fb1a8db against main at dfcdd0c, which also carries the cosched
+//! testbed's hooks, off here) the engine's memory layout and trimmed switch
+//! path took XL from a median of 146.9 to 144.4 ns per event (round by round
+//! 0.94-1.00, median 0.968; ratio to the bound 0.22-0.24; 46.4-49.8 simulated s
+//! per CPU s) and L from 130.6 to 126.1 (0.96-1.01, median 0.966; ratio
+//! 0.21-0.23). Under cachegrind (XL, a 48 KiB first-level data cache) the build
+//! executes 12.36 G instructions against 13.23 G (-6.6 %) and misses that cache
+//! on 131 M reads against 166 M (-21 %). What helped, each measured as whole
+//! `bench --child --case XL` processes interleaved against its parent
+//! (farm-bench, 6-8 pairs, load 5-11, not quiet): a task's switch, settle and
+//! completion fields in its first five 64-byte lines (`Task` is `align(64)`,
+//! 576 bytes; the far heap's key, the debug-only generations and the statistics
+//! after it) and the innermost loop counter in the task instead of a `Vec`
+//! (0.971; read misses -14 %); `set_state` inlined, so that each caller's state
+//! is a constant (0.989; instructions -3.9 %); the queue's entry count kept as
+//! entries come and go, the sync-object indices read only by the ops that use
+//! them (0.983). A CPU's hot fields in its first line and the series' run times
+//! taken from the tasks' books at each sample instead of added at every settle
+//! measured 0.997 (noise level), with 6 % fewer read misses, and were kept.
+//! Inlining `settle_with`, `wake`, `mark_blocked` and `continue_on` and
+//! draining only when something is pending measured 1.004 and was not kept. R60
+//! and R600 hold 131 queue entries each. All four reproductions in turn took
+//! 34.0 s (aash 4.4, cosched 6.1 with the testbed's new mechanisms, capability
+//! 20.7, study 2.7 s; other sessions' unniced work ran). The page faults that
+//! perf shows (`clear_page_erms`, 2.5 % of samples) are not the run's: 1265
+//! faults in all, mostly the scenario's construction (the phased program built
+//! and cloned for each vCPU before `Sim::new` shares it) and the models
+//! library's parsing, the run itself about 7 % of them. The event mix of XL (60
+//! s): 6.71 M events popped (3.84 M completions, 1.54 M ticks, 1.34 M slice
+//! ends) and 1.86 M superseded completions withdrawn; 5.23 M `schedule` calls,
+//! 13.3 M state changes, 12.6 M ops interpreted. Of the slice ends, 0.37 M find
+//! a later deadline and re-arm and 0.46 M find nothing to do: about 1 % of the
+//! instructions. They stay because the re-armed event takes its sequence number
+//! when it re-arms, which orders it among events of the same instant (a slice
+//! that starts on the 10 ms grid, at a switch a timer's reschedule made, ends
+//! on it, where other CPUs' ticks fall), so withdrawing and re-planning them at
+//! the switch could reorder those. Issue 19's ratio (≥ 0.5) and speed (≥ 100
+//! simulated s per CPU s) targets are still not met. At about 1440 instructions
+//! per event counted (the whole process; 1840 per event popped), the work is
+//! spread out: the engine (with the run's set-up) about 58 % in some 25
+//! functions, none above 11 % (the run loop with the queue's pop and the
+//! completion handler, `schedule`, `exec`, `replan`, the ring's insert,
+//! `settle_with`, `supersede`), and credit about 42 % (its steal path and
+//! runqueue flags most). Halving the cost per event would take halving both.
 
 use crate::library::Library;
 use crate::scenario::{Scenario, ScenarioError};
