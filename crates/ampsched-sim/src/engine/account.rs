@@ -171,15 +171,21 @@ impl Sim {
         tk.seg_start = now;
         if let Some(l) = last {
             if l != c {
-                let across = self.mem_domain[l.idx()] != md_new;
+                let md_old = self.mem_domain[l.idx()];
+                let across = md_old != md_new;
                 if across {
                     tk.mig_remote += 1;
                 } else {
                     tk.mig_local += 1;
                 }
                 self.series.mig[tk.domain.idx()] += 1;
-                let cost = tk.refill_cost(&self.topo.cache, across);
-                tk.refill_left = tk.refill_left.max(cost);
+                // What the new CPU's caches lack of the working set (`engine::trail`):
+                // the debt replaces any left from the last move, which was the last cache's.
+                let cache = &self.topo.cache;
+                let local = tk.refill_cost(cache, false);
+                let remote = if across { tk.refill_cost(cache, true) } else { 0 };
+                let left = tk.refill_left;
+                tk.refill_left = self.trails[n.idx()].arrive((l, md_old), (c, md_new), local, remote, left);
             }
         }
         tk.last_cpu = Some(c);

@@ -64,7 +64,8 @@
 //!   `llc` (the shared caches: what co-running tasks' working sets cost each),
 //!   `gate` (the state of the agent's body around the placer),
 //!   `cpu` (CPU time accounting), `sync` (sync objects), `series`
-//!   (statistics accumulators);
+//!   (statistics accumulators), `trail` (what a task moved away from the
+//!   caches it left: the refill a migration owes);
 //! - this module: the `Sim` state, the event loop and event handling;
 //! - the rooms that extend `Sim` with one concern each: `account` (state
 //!   times, progress, migrations, completion planning), `dispatch` (the
@@ -101,6 +102,7 @@ mod task;
 #[cfg(test)]
 mod tests;
 mod traced;
+mod trail;
 
 pub use config::{AgentBody, DomainChange, SimConfig, Stop, TaskInit, AGENT_REACTION_US};
 pub use series::MAX_POINTS as MAX_SERIES_POINTS;
@@ -134,6 +136,9 @@ pub struct Sim {
     /// compares the last CPU's with the new one's without loading either's description.
     mem_domain: Vec<u32>,
     tasks: Vec<Task>,
+    /// Per task what it moved away from the caches it left (`trail`): read and
+    /// written only when it migrates, so kept beside the tasks, not in them.
+    trails: Vec<trail::Trail>,
     cpus: Vec<Cpu>,
     disp: Box<dyn Dispatcher>,
     placer: Option<Box<dyn Placer>>,
@@ -265,6 +270,7 @@ impl Sim {
             domains: cfg.domains,
             views,
             own,
+            trails: vec![trail::Trail::default(); tasks.len()],
             tasks,
             cpus,
             disp: cfg.dispatcher,

@@ -12,7 +12,7 @@
 //! interleave with work) rather than stalling it up front, so a short
 //! critical section right after a migration is not held for the whole
 //! refill. The total cost charged is unchanged (docs/design/workloads.md,
-//! "Cost of migration").
+//! "Cost of migration"; how much of it a migration owes: `engine::trail`).
 //!
 //! May import: `engine::config` (`TaskInit`), `engine::clock` (`Key`), `engine::fixed`, `crate::latency` and the model. Must never
 //! import the event loop, the dispatcher or placer bridges, or statistics:
