@@ -36,8 +36,8 @@
 //! `k` = (0.5 + 0.5·R)/1; with R = 3: `k` = 2, cost 1 + 0.5·1 = 1.5 CPU ns
 //! per ns of work for each while both compute.
 //!
-//! Not modelled: the refill after a migration is still `CacheSpec::refill_cost`
-//! alone; a spinning task claims nothing (it spins in its L1); the bus and
+//! Not modelled: the refill after a migration (`engine::trail`: what the
+//! task itself moved away) does not count the lines co-runners evicted; a spinning task claims nothing (it spins in its L1); the bus and
 //! clock modulation are not combined with it (a scenario asking for both
 //! is refused).
 //!
