@@ -286,6 +286,8 @@ pub struct Credit {
     idlers: CpuSet,
     /// Number of idlers per memory domain (kept in step with `idlers`).
     idle_per_md: Vec<u32>,
+    /// Number of idlers in all (kept in step with `idlers`): "any idler?" without a scan.
+    nidle: u32,
     /// The steal candidates (overloaded, not idling), and of those the ones
     /// with an UNDER-or-better vCPU queued (the peers worth a look for a pCPU
     /// whose own best is OVER), as bitmaps (CPU `c` at bit `c % 64` of word
@@ -293,7 +295,7 @@ pub struct Credit {
     cand: [[u64; WORDS]; 2],
     /// Per NUMA node, how many of its pCPUs are in each `cand` set; and as
     /// bitmaps over nodes, the nodes where that count is not 0. Kept in step
-    /// by `set_idle`, `set_nr` and `set_q_hi`, so a steal visits only the
+    /// by `sync` (once per operation and pCPU touched), so a steal visits only the
     /// nodes with something to give, not every node.
     node_cand: Vec<[u32; 2]>,
     nodes_with: [Vec<u64>; 2],
@@ -351,8 +353,11 @@ struct CpuSt {
     /// vCPU's priority is lowered.
     q_hi: i8,
     /// [`F_OVERLOADED`], [`F_IDLE`] and [`F_Q_UNDER`]: one byte tells whether
-    /// the pCPU is a steal candidate.
+    /// the pCPU is a steal candidate. What the candidate bitmaps hold: brought
+    /// in line with `nr`, `q_hi` and `idle` by `sync` at the end of each operation.
     flags: u8,
+    /// Idling (in `idlers`).
+    idle: bool,
 }
 
 /// Where a NUMA node's CPU bitmap lies and where its next steal starts.
@@ -412,7 +417,14 @@ impl Credit {
             cpu: topo
                 .cpus
                 .iter()
-                .map(|c| CpuSt { nr: 0, md: c.mem_domain as u16, node: c.numa as u16, q_hi: PRI_IDLE, flags: F_IDLE })
+                .map(|c| CpuSt {
+                    nr: 0,
+                    md: c.mem_domain as u16,
+                    node: c.numa as u16,
+                    q_hi: PRI_IDLE,
+                    flags: F_IDLE,
+                    idle: true,
+                })
                 .collect(),
             runq_sort_last: vec![0; n],
             runq_sort: 0,
@@ -420,6 +432,7 @@ impl Credit {
             acct_doms: Vec::new(),
             idlers: topo.all,
             idle_per_md: topo.mem_domains.iter().map(|s| s.len() as u32).collect(),
+            nidle: n as u32,
             cand: [[0; WORDS]; 2],
             node_cand: vec![[0; 2]; topo.numa_nodes.len().max(1)],
             nodes_with: [0, 1].map(|_| vec![0u64; topo.numa_nodes.len().max(1).div_ceil(64)]),
@@ -534,6 +547,7 @@ impl Credit {
         self.pri[t.idx()] = pri;
         if queued {
             self.runq_insert_raw(t);
+            self.sync(self.vc[t.idx()].cpu);
         }
     }
 
@@ -566,31 +580,47 @@ impl Credit {
     /// back at its place in that queue; it stays counted there.
     pub fn unpick(&mut self, t: TaskId) {
         self.runq_insert_raw(t);
+        self.sync(self.vc[t.idx()].cpu);
     }
 
     /// Mark a pCPU idle or not, keeping the per-memory-domain counts.
     pub fn set_idle(&mut self, cpu: CpuId, idle: bool) {
-        let st = self.cpu[cpu.idx()];
-        if (st.flags & F_IDLE != 0) == idle {
+        self.mark_idle(cpu, idle);
+        self.sync(cpu);
+    }
+
+    /// [`Credit::set_idle`] without the candidacy update: a [`Credit::sync`] of `cpu` follows.
+    #[inline]
+    fn mark_idle(&mut self, cpu: CpuId, idle: bool) {
+        let st = &mut self.cpu[cpu.idx()];
+        if st.idle == idle {
             return;
         }
+        st.idle = idle;
         let md = st.md as usize;
         if idle {
             self.idlers.insert(cpu);
             self.idle_per_md[md] += 1;
+            self.nidle += 1;
         } else {
             self.idlers.remove(cpu);
             self.idle_per_md[md] -= 1;
+            self.nidle -= 1;
         }
-        self.set_flags(cpu, st.flags ^ F_IDLE);
     }
 
+    /// Bring `cpu`'s flags in line with its count, queue bound and idleness,
+    /// updating the candidate bitmaps and node counts where its candidacy
+    /// changed. The primitives that change those (`mark_idle`, the count and
+    /// queue edits) leave this to one call at the end of each operation, so a
+    /// switch or a steal updates a pCPU's candidacy once, not once per edit.
     #[inline]
-    fn set_nr(&mut self, cpu: CpuId, n: u32) {
+    fn sync(&mut self, cpu: CpuId) {
         let st = &mut self.cpu[cpu.idx()];
-        st.nr = n;
         let was = st.flags;
-        let now = if n > 1 { was | F_OVERLOADED } else { was & !F_OVERLOADED };
+        let now = if st.idle { F_IDLE } else { 0 }
+            | if st.nr > 1 { F_OVERLOADED } else { 0 }
+            | if st.q_hi >= PRI_UNDER { F_Q_UNDER } else { 0 };
         if now != was {
             self.set_flags(cpu, now);
         }
@@ -643,17 +673,21 @@ impl Credit {
         }
     }
 
+    /// One more vCPU runnable on `cpu` (a `sync` follows).
+    #[inline]
     fn inc_nr(&mut self, cpu: CpuId) {
-        let n = self.cpu[cpu.idx()].nr + 1;
-        self.set_nr(cpu, n);
+        self.cpu[cpu.idx()].nr += 1;
     }
+    /// One vCPU fewer runnable on `cpu` (a `sync` follows).
+    #[inline]
     fn dec_nr(&mut self, cpu: CpuId) {
-        let n = self.cpu[cpu.idx()].nr;
-        debug_assert!(n >= 1, "nr_runnable underflow on {cpu}");
-        self.set_nr(cpu, n.saturating_sub(1));
+        let st = &mut self.cpu[cpu.idx()];
+        debug_assert!(st.nr >= 1, "nr_runnable underflow on {cpu}");
+        st.nr = st.nr.saturating_sub(1);
     }
 
-    /// Xen `__runq_insert`: before the first vCPU of strictly lower priority.
+    /// Xen `__runq_insert`: before the first vCPU of strictly lower priority
+    /// (a `sync` of its pCPU follows).
     fn runq_insert_raw(&mut self, t: TaskId) {
         let v = &self.vc[t.idx()];
         debug_assert!(!v.on_runq, "{t} queued twice");
@@ -671,29 +705,20 @@ impl Credit {
         self.raise_q_hi(cpu, pri);
     }
 
-    fn set_q_hi(&mut self, cpu: CpuId, pri: i8) {
-        let st = &mut self.cpu[cpu.idx()];
-        st.q_hi = pri;
-        let was = st.flags;
-        let now = if pri >= PRI_UNDER { was | F_Q_UNDER } else { was & !F_Q_UNDER };
-        if now != was {
-            self.set_flags(cpu, now);
-        }
-    }
-
+    /// Raise `cpu`'s queue bound to `pri` if higher (a `sync` follows).
+    #[inline]
     fn raise_q_hi(&mut self, cpu: CpuId, pri: i8) {
-        if pri > self.cpu[cpu.idx()].q_hi {
-            self.set_q_hi(cpu, pri);
+        let st = &mut self.cpu[cpu.idx()];
+        if pri > st.q_hi {
+            st.q_hi = pri;
         }
     }
 
-    /// Set `cpu`'s queue bound to the highest priority queued there.
+    /// Set `cpu`'s queue bound to the highest priority queued there (a `sync` follows).
     fn refresh_q_hi(&mut self, cpu: CpuId) {
         let pri = &self.pri;
         let hi = self.runq[cpu.idx()].iter().map(|t| pri[t.idx()]).max().unwrap_or(PRI_IDLE);
-        if hi != self.cpu[cpu.idx()].q_hi {
-            self.set_q_hi(cpu, hi);
-        }
+        self.cpu[cpu.idx()].q_hi = hi;
     }
 
     /// Xen `runq_insert`: queue and count as runnable on its pCPU.
@@ -701,15 +726,17 @@ impl Credit {
         self.runq_insert_raw(t);
         let cpu = self.vc[t.idx()].cpu;
         self.inc_nr(cpu);
+        self.sync(cpu);
     }
 
+    /// Take `t` off its pCPU's runqueue (a `sync` of that pCPU follows).
     fn runq_remove_raw(&mut self, t: TaskId) {
         let cpu = self.vc[t.idx()].cpu;
         let pos = self.runq[cpu.idx()].iter().position(|o| *o == t).expect("vCPU on its runqueue");
         self.runq_remove_at(cpu, pos);
     }
 
-    /// Take the vCPU at `pos` off `cpu`'s runqueue (its own pCPU's).
+    /// Take the vCPU at `pos` off `cpu`'s runqueue (its own pCPU's; a `sync` follows).
     fn runq_remove_at(&mut self, cpu: CpuId, pos: usize) {
         let q = &mut self.runq[cpu.idx()];
         // Short queues: shift by swaps rather than a `memmove` call.
@@ -718,7 +745,7 @@ impl Credit {
         }
         let t = q.pop().expect("a vCPU at pos");
         if q.is_empty() {
-            self.set_q_hi(cpu, PRI_IDLE);
+            self.cpu[cpu.idx()].q_hi = PRI_IDLE;
         } else if self.pri[t.idx()] == self.cpu[cpu.idx()].q_hi {
             self.refresh_q_hi(cpu);
         }
@@ -730,6 +757,7 @@ impl Credit {
         self.runq_remove_raw(t);
         let cpu = self.vc[t.idx()].cpu;
         self.dec_nr(cpu);
+        self.sync(cpu);
     }
 
     /// Charge run time since the last charge.
@@ -817,9 +845,9 @@ impl Credit {
         }
         // At most one pCPU is tickled (Xen's mask holds one).
         let mut tickled = None;
-        if cur_pri == PRI_IDLE || (self.idlers.is_empty() && new_pri > cur_pri) {
+        if cur_pri == PRI_IDLE || (self.nidle == 0 && new_pri > cur_pri) {
             tickled = Some(cpu);
-        } else if !self.idlers.is_empty() {
+        } else if self.nidle != 0 {
             // The next idler after the last one tickled, in `t`'s affinity.
             let mut suitable = [0u64; WORDS];
             for (i, w) in suitable[..self.nw].iter_mut().enumerate() {
@@ -852,7 +880,7 @@ impl Credit {
         let aff = &v.tasks[t.idx()].affinity;
         let here = self.vc[t.idx()].cpu;
         let mut cpu = if aff.contains(here) { here } else { aff.cycle(here).unwrap_or(here) };
-        if self.idlers.is_empty() {
+        if self.nidle == 0 {
             return cpu;
         }
         // `here` counts as idle when only t would run there (Xen `is_runq_idle`). Xen 4.0
@@ -960,48 +988,89 @@ impl Credit {
     /// and visited in `cycle` order, so a steal touches only peers that may
     /// have something to give, with no set built.
     pub fn steal(&mut self, v: &SysView, cpu: CpuId, pri: i8) -> Option<TaskId> {
-        let nw = self.nw;
         // Only a peer with an UNDER-or-better vCPU queued can have one better than OVER.
         let k = (pri >= PRI_OVER) as usize;
-        let mut workers = [0u64; WORDS];
-        for (i, w) in workers[..nw].iter_mut().enumerate() {
-            *w = self.cand[k][i];
-        }
-        workers[cpu.idx() / 64] &= !(1u64 << (cpu.idx() % 64));
-        if workers[..nw].iter().all(|w| *w == 0) {
-            return None;
-        }
         // Where to steal is found first, reading only; then the one vCPU is moved.
         let (peer, pos, t) = if self.p.profile == Profile::Xen40 {
             // One pass over the workers from cpu + 1.
+            let nw = self.nw;
+            let mut workers = [0u64; WORDS];
+            workers[..nw].copy_from_slice(&self.cand[k][..nw]);
+            workers[cpu.idx() / 64] &= !(1u64 << (cpu.idx() % 64));
             self.steal_visit(v, &workers[..nw], 0, cpu, cpu, pri)?
         } else {
-            // The nodes with a candidate, from cpu's own node on, cyclically (`cycle`
-            // after the node before it); in each, the peers from the node's bias on.
-            let nnodes = self.node_cand.len();
-            let node = self.cpu[cpu.idx()].node as usize;
-            let before = CpuId(if node == 0 { nnodes - 1 } else { node - 1 } as u32);
-            let mut got = None;
-            let n = cycle_visit(&self.nodes_with[k], before, |n| {
-                let sp = self.node_span[n.idx()];
-                let (lo, len, off) = (sp.lo as usize, sp.n as usize, sp.off as usize);
-                // The node's peers, as words `lo..lo + len`: visited from the bias on
-                // (all of them in order when the bias lies outside these words).
-                let (base, span) = (lo * 64, len * 64);
-                let b = sp.bias.idx();
-                let from = CpuId(if b >= base && b < base + span { b - base } else { span - 1 } as u32);
-                let mut w = [0u64; WORDS];
-                for (j, x) in w[..len].iter_mut().enumerate() {
-                    *x = workers[lo + j] & self.node_mask[off + j];
-                }
-                got = self.steal_visit(v, &w[..len], base, from, cpu, pri);
-                got.is_some()
-            })?;
-            let got = got?;
-            self.node_span[n.idx()].bias = got.0;
-            got
+            self.steal_by_node(v, k, cpu, pri)?
         };
         Some(self.steal_take(peer, pos, t, cpu))
+    }
+
+    /// The current profile's search: the nodes with a candidate in the set
+    /// `k`, from `cpu`'s own node on, cyclically (`cycle` after the node
+    /// before it); in each, the peers from the node's bias on. The node where
+    /// the vCPU is found has its bias moved to that peer.
+    fn steal_by_node(&mut self, v: &SysView, k: usize, cpu: CpuId, pri: i8) -> Option<(CpuId, usize, TaskId)> {
+        let nnodes = self.node_cand.len();
+        let node = self.cpu[cpu.idx()].node as usize;
+        let before = CpuId(if node == 0 { nnodes - 1 } else { node - 1 } as u32);
+        // `cpu` itself is never a peer.
+        let (own_w, own_bit) = (cpu.idx() / 64, 1u64 << (cpu.idx() % 64));
+        let mut got = None;
+        let n = cycle_visit(&self.nodes_with[k], before, |n| {
+            let sp = self.node_span[n.idx()];
+            let (lo, len, off) = (sp.lo as usize, sp.n as usize, sp.off as usize);
+            // The node's peers, as words `lo..lo + len`: visited from the bias on
+            // (all of them in order when the bias lies outside these words).
+            let (base, span) = (lo * 64, len * 64);
+            let b = sp.bias.idx();
+            let from = if b >= base && b < base + span { b - base } else { span - 1 };
+            let cand = &self.cand[k];
+            got = if len == 1 {
+                // One word (a node of up to 64 pCPUs, aligned): no mask built.
+                let own = if own_w == lo { own_bit } else { 0 };
+                self.steal_word(v, cand[lo] & self.node_mask[off] & !own, base, from, cpu, pri)
+            } else {
+                let mut w = [0u64; WORDS];
+                for (j, x) in w[..len].iter_mut().enumerate() {
+                    *x = cand[lo + j] & self.node_mask[off + j];
+                }
+                if (lo..lo + len).contains(&own_w) {
+                    w[own_w - lo] &= !own_bit;
+                }
+                self.steal_visit(v, &w[..len], base, CpuId(from as u32), cpu, pri)
+            };
+            got.is_some()
+        })?;
+        let got = got?;
+        self.node_span[n.idx()].bias = got.0;
+        Some(got)
+    }
+
+    /// [`Credit::steal_visit`] over one word: the peers of `bits` (CPU `base + i`
+    /// at bit `i`) after bit `from`, then those up to it (`cycle_visit`'s order).
+    #[inline]
+    fn steal_word(
+        &self,
+        v: &SysView,
+        bits: u64,
+        base: usize,
+        from: usize,
+        cpu: CpuId,
+        pri: i8,
+    ) -> Option<(CpuId, usize, TaskId)> {
+        let start = if from >= 63 { 0 } else { from + 1 };
+        let low = (1u64 << start) - 1;
+        for mut b in [bits & !low, bits & low] {
+            while b != 0 {
+                let peer = CpuId((base + b.trailing_zeros() as usize) as u32);
+                if self.cpu[peer.idx()].q_hi > pri {
+                    if let Some((pos, t)) = self.steal_find(v, peer, cpu, pri) {
+                        return Some((peer, pos, t));
+                    }
+                }
+                b &= b - 1;
+            }
+        }
+        None
     }
 
     /// Try the peers of the bitmask `peers` (CPU `base + i` at bit `i`) in
@@ -1051,10 +1120,12 @@ impl Credit {
         None
     }
 
-    /// Move `t`, at `pos` in `peer`'s queue, to `cpu` (counted there, not queued: it runs next).
+    /// Move `t`, at `pos` in `peer`'s queue, to `cpu` (counted there, not
+    /// queued: it runs next). `peer` is synced; `cpu` is left to the caller's `sync`.
     fn steal_take(&mut self, peer: CpuId, pos: usize, t: TaskId, cpu: CpuId) -> TaskId {
         self.runq_remove_at(peer, pos);
         self.dec_nr(peer);
+        self.sync(peer);
         self.vc[t.idx()].cpu = cpu;
         self.inc_nr(cpu);
         self.stats.steals += 1;
@@ -1063,7 +1134,9 @@ impl Credit {
 
     fn steal_from(&mut self, v: &SysView, peer: CpuId, cpu: CpuId, pri: i8) -> Option<TaskId> {
         let (pos, t) = self.steal_find(v, peer, cpu, pri)?;
-        Some(self.steal_take(peer, pos, t, cpu))
+        let t = self.steal_take(peer, pos, t, cpu);
+        self.sync(cpu);
+        Some(t)
     }
 
     /// Queue a runnable vCPU that is not running and not queued, on its pCPU
@@ -1099,7 +1172,8 @@ impl Credit {
         } else {
             None
         };
-        self.set_idle(cpu, next.is_none());
+        self.mark_idle(cpu, next.is_none());
+        self.sync(cpu);
         next
     }
 
@@ -1110,13 +1184,14 @@ impl Credit {
         self.burn(prev, now);
         self.vc[prev.idx()].last_sched = now;
         self.vc[prev.idx()].runnable = prev_runnable;
-        let allowed = v.tasks[prev.idx()].affinity.contains(cpu);
         let migrate_to = self.vc[prev.idx()].migrate_to.take();
         if !prev_runnable || self.vc[prev.idx()].parked {
             self.dec_nr(cpu);
-        } else if !allowed || migrate_to.is_some_and(|c| c != cpu) {
+            self.sync(cpu);
+        } else if migrate_to.is_some_and(|c| c != cpu) || !v.tasks[prev.idx()].affinity.contains(cpu) {
             // vcpu_migrate: leave this pCPU, queue on the new one, no BOOST.
             self.dec_nr(cpu);
+            self.sync(cpu);
             let dest = match migrate_to {
                 Some(c) if v.tasks[prev.idx()].affinity.contains(c) => c,
                 _ => self.cpu_pick(v, prev),
@@ -1127,6 +1202,7 @@ impl Credit {
             self.tickle(v, prev, fx);
         } else {
             self.runq_insert_raw(prev);
+            self.sync(cpu);
         }
     }
 
@@ -1143,6 +1219,7 @@ impl Credit {
     /// Hook (AASH): take queued `t` off its pCPU's runqueue to run it there (stays counted).
     pub fn take_to_run(&mut self, t: TaskId) {
         self.runq_remove_raw(t);
+        self.sync(self.vc[t.idx()].cpu);
     }
 
     /// Hook (AASH): try to steal from one peer (see `steal`).
@@ -1189,8 +1266,8 @@ impl Credit {
             let want = bit(st.nr > 1, F_OVERLOADED)
                 | bit(self.idlers.contains(cpu), F_IDLE)
                 | bit(st.q_hi >= PRI_UNDER, F_Q_UNDER);
-            if f != want {
-                return Some(format!("flags of cpu{c} are {f:#x}, its state says {want:#x}"));
+            if f != want || st.idle != self.idlers.contains(cpu) {
+                return Some(format!("flags of cpu{c} are {f:#x} (idle {}), its state says {want:#x}", st.idle));
             }
             let cand = Self::candidate(f);
             let in_set = |k: usize| self.cand[k][c / 64] >> (c % 64) & 1 == 1;
@@ -1218,6 +1295,9 @@ impl Credit {
                 }
             }
             queued += q.len();
+        }
+        if self.nidle as usize != self.idlers.len() {
+            return Some(format!("{} idlers counted, {} in the set", self.nidle, self.idlers.len()));
         }
         let mut cand = vec![[0u32; 2]; self.node_cand.len()];
         for c in 0..self.runq.len() {
@@ -1335,6 +1415,7 @@ impl Credit {
                     self.pri[t.idx()] = PRI_OVER;
                     if queued && was > PRI_OVER {
                         self.refresh_q_hi(cpu);
+                        self.sync(cpu);
                     }
                     if cap != 0 && credit < -(credit_cap as i32) && !self.vc[t.idx()].parked {
                         self.vc[t.idx()].parked = true;
@@ -1349,8 +1430,10 @@ impl Credit {
                     self.pri[t.idx()] = PRI_UNDER;
                     if queued && was > PRI_UNDER {
                         self.refresh_q_hi(cpu);
+                        self.sync(cpu);
                     } else if queued {
                         self.raise_q_hi(cpu, PRI_UNDER);
+                        self.sync(cpu);
                     }
                     let vc = &mut self.vc[t.idx()];
                     if vc.parked {
@@ -1516,10 +1599,10 @@ impl Dispatcher for Credit {
             let runtime = now.saturating_sub(vc.run_since);
             if self.p.ratelimit.0 > 0
                 && prev_runnable
+                && runtime < self.p.ratelimit
                 && !vc.parked
                 && vc.migrate_to.is_none()
                 && v.tasks[p.idx()].affinity.contains(cpu)
-                && runtime < self.p.ratelimit
             {
                 self.burn(p, now);
                 let slice = if runtime < MIN_TIMER { MIN_TIMER } else { self.p.ratelimit - runtime };
@@ -1898,6 +1981,7 @@ mod tests {
         c.runq_insert(y);
         c.runq_insert(z);
         c.inc_nr(CpuId(1)); // x running
+        c.sync(CpuId(1));
         w.curr[1] = Some(x);
         c.set_idle(CpuId(1), false);
         // CPU 0's own queue holds only O, which is OVER: it looks for better work.
