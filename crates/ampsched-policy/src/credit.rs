@@ -226,18 +226,27 @@ struct Vcpu {
     run_since: Nanos,
     /// When it last stopped running (for the cache-hot check).
     last_sched: Nanos,
-    /// Parked: over its cap, not runnable until credit ≥ 0.
-    parked: bool,
     /// On its domain's active list.
     active: bool,
+    /// A better pCPU chosen at tick: move there at the next deschedule.
+    migrate_to: Option<CpuId>,
+}
+
+/// The per-vCPU state that wake-ups, runqueue edits, tickles and steals
+/// read, 8 bytes apart from [`Vcpu`]'s times and credit, so that a queue scan
+/// or a steal reads one small record per vCPU and the rest stays cold.
+#[derive(Clone, Copy, Debug)]
+struct Hot {
+    /// Its pCPU (runqueue it is or will be on).
+    cpu: CpuId,
+    /// Its priority (`PRI_*`).
+    pri: i8,
     /// On a runqueue.
     on_runq: bool,
     /// Runnable as far as the scheduler knows.
     runnable: bool,
-    /// Its pCPU (runqueue it is or will be on).
-    cpu: CpuId,
-    /// A better pCPU chosen at tick: move there at the next deschedule.
-    migrate_to: Option<CpuId>,
+    /// Parked: over its cap, not runnable until credit ≥ 0.
+    parked: bool,
 }
 
 /// Counters reported in results.
@@ -263,9 +272,9 @@ pub struct Credit {
     tick: Nanos,
     /// Per task.
     vc: Vec<Vcpu>,
-    /// Per task its priority (`PRI_*`), apart from `vc` so that runqueue
-    /// scans (insert, steal, pick) read one byte per queued vCPU.
-    pri: Vec<i8>,
+    /// Per task its pCPU, priority and queue state ([`Hot`]), apart from `vc`
+    /// so that runqueue scans, wake-ups and steals read 8 bytes per vCPU.
+    hot: Vec<Hot>,
     dom_active: Vec<u32>,
     dom_weight: Vec<u32>,
     dom_cap: Vec<u32>,
@@ -407,7 +416,7 @@ impl Credit {
             credits_per_tslice,
             tick: p.tslice / p.ticks_per_tslice(),
             vc: Vec::new(),
-            pri: Vec::new(),
+            hot: Vec::new(),
             dom_active: Vec::new(),
             dom_weight: Vec::new(),
             dom_cap: Vec::new(),
@@ -490,27 +499,27 @@ impl Credit {
 
     /// `t`'s priority (`PRI_*`).
     pub fn pri_of(&self, t: TaskId) -> i8 {
-        self.pri[t.idx()]
+        self.hot[t.idx()].pri
     }
 
     /// `t`'s pCPU: where it runs, is queued, or will be queued when it wakes.
     pub fn cpu_of(&self, t: TaskId) -> CpuId {
-        self.vc[t.idx()].cpu
+        self.hot[t.idx()].cpu
     }
 
     /// `t` waits in its pCPU's runqueue.
     pub fn is_queued(&self, t: TaskId) -> bool {
-        self.vc[t.idx()].on_runq
+        self.hot[t.idx()].on_runq
     }
 
     /// `t` is over its cap and not runnable until its credit is positive again.
     pub fn is_parked(&self, t: TaskId) -> bool {
-        self.vc[t.idx()].parked
+        self.hot[t.idx()].parked
     }
 
     /// `t` is runnable as far as the scheduler knows (woken and not blocked; it may be parked).
     pub fn is_runnable(&self, t: TaskId) -> bool {
-        self.vc[t.idx()].runnable
+        self.hot[t.idx()].runnable
     }
 
     /// `t` is on its domain's active list (earns credit at accounting).
@@ -537,42 +546,42 @@ impl Credit {
     /// and the queue's priority bound exact if it is queued.
     pub fn set_pri(&mut self, t: TaskId, pri: i8) {
         debug_assert!([PRI_COS, PRI_BOOST, PRI_UNDER, PRI_OVER].contains(&pri), "priority {pri} of {t}");
-        if self.pri[t.idx()] == pri {
+        if self.hot[t.idx()].pri == pri {
             return;
         }
-        let queued = self.vc[t.idx()].on_runq;
+        let queued = self.hot[t.idx()].on_runq;
         if queued {
             self.runq_remove_raw(t);
         }
-        self.pri[t.idx()] = pri;
+        self.hot[t.idx()].pri = pri;
         if queued {
             self.runq_insert_raw(t);
-            self.sync(self.vc[t.idx()].cpu);
+            self.sync(self.hot[t.idx()].cpu);
         }
     }
 
     /// Move queued `t` to `cpu`'s runqueue (counted there instead; no tickle,
     /// see [`Credit::tickle`]).
     pub fn move_queued(&mut self, t: TaskId, cpu: CpuId) {
-        debug_assert!(self.vc[t.idx()].on_runq, "{t} moved between queues but not queued");
-        if self.vc[t.idx()].cpu != cpu {
+        debug_assert!(self.hot[t.idx()].on_runq, "{t} moved between queues but not queued");
+        if self.hot[t.idx()].cpu != cpu {
             self.runq_remove(t);
-            self.vc[t.idx()].cpu = cpu;
+            self.hot[t.idx()].cpu = cpu;
             self.runq_insert(t);
         }
     }
 
     /// Choose the pCPU of `t`, neither queued nor running: it is queued there when it wakes.
     pub fn place(&mut self, t: TaskId, cpu: CpuId) {
-        debug_assert!(!self.vc[t.idx()].on_runq, "{t} placed while queued");
-        self.vc[t.idx()].cpu = cpu;
+        debug_assert!(!self.hot[t.idx()].on_runq, "{t} placed while queued");
+        self.hot[t.idx()].cpu = cpu;
     }
 
     /// Queue runnable `t` (neither queued nor running) on its pCPU and count
     /// it there, with no BOOST and no tickle (Xen `runq_insert`; [`Dispatcher::wake`]
     /// is the full wake-up).
     pub fn enqueue(&mut self, t: TaskId) {
-        self.vc[t.idx()].runnable = true;
+        self.hot[t.idx()].runnable = true;
         self.runq_insert(t);
     }
 
@@ -580,7 +589,7 @@ impl Credit {
     /// back at its place in that queue; it stays counted there.
     pub fn unpick(&mut self, t: TaskId) {
         self.runq_insert_raw(t);
-        self.sync(self.vc[t.idx()].cpu);
+        self.sync(self.hot[t.idx()].cpu);
     }
 
     /// Mark a pCPU idle or not, keeping the per-memory-domain counts.
@@ -689,19 +698,19 @@ impl Credit {
     /// Xen `__runq_insert`: before the first vCPU of strictly lower priority
     /// (a `sync` of its pCPU follows).
     fn runq_insert_raw(&mut self, t: TaskId) {
-        let v = &self.vc[t.idx()];
-        debug_assert!(!v.on_runq, "{t} queued twice");
-        let (cpu, pri) = (v.cpu, self.pri[t.idx()]);
-        let pri_of = &self.pri;
+        let h = self.hot[t.idx()];
+        debug_assert!(!h.on_runq, "{t} queued twice");
+        let (cpu, pri) = (h.cpu, h.pri);
+        let hot = &self.hot;
         let q = &mut self.runq[cpu.idx()];
-        let pos = q.iter().position(|o| pri > pri_of[o.idx()]).unwrap_or(q.len());
+        let pos = q.iter().position(|o| pri > hot[o.idx()].pri).unwrap_or(q.len());
         // Queues are short (under one vCPU waiting on average): shift by
         // swaps rather than a `memmove` call.
         q.push(t);
         for i in (pos + 1..q.len()).rev() {
             q.swap(i, i - 1);
         }
-        self.vc[t.idx()].on_runq = true;
+        self.hot[t.idx()].on_runq = true;
         self.raise_q_hi(cpu, pri);
     }
 
@@ -716,22 +725,22 @@ impl Credit {
 
     /// Set `cpu`'s queue bound to the highest priority queued there (a `sync` follows).
     fn refresh_q_hi(&mut self, cpu: CpuId) {
-        let pri = &self.pri;
-        let hi = self.runq[cpu.idx()].iter().map(|t| pri[t.idx()]).max().unwrap_or(PRI_IDLE);
+        let hot = &self.hot;
+        let hi = self.runq[cpu.idx()].iter().map(|t| hot[t.idx()].pri).max().unwrap_or(PRI_IDLE);
         self.cpu[cpu.idx()].q_hi = hi;
     }
 
     /// Xen `runq_insert`: queue and count as runnable on its pCPU.
     fn runq_insert(&mut self, t: TaskId) {
         self.runq_insert_raw(t);
-        let cpu = self.vc[t.idx()].cpu;
+        let cpu = self.hot[t.idx()].cpu;
         self.inc_nr(cpu);
         self.sync(cpu);
     }
 
     /// Take `t` off its pCPU's runqueue (a `sync` of that pCPU follows).
     fn runq_remove_raw(&mut self, t: TaskId) {
-        let cpu = self.vc[t.idx()].cpu;
+        let cpu = self.hot[t.idx()].cpu;
         let pos = self.runq[cpu.idx()].iter().position(|o| *o == t).expect("vCPU on its runqueue");
         self.runq_remove_at(cpu, pos);
     }
@@ -746,16 +755,16 @@ impl Credit {
         let t = q.pop().expect("a vCPU at pos");
         if q.is_empty() {
             self.cpu[cpu.idx()].q_hi = PRI_IDLE;
-        } else if self.pri[t.idx()] == self.cpu[cpu.idx()].q_hi {
+        } else if self.hot[t.idx()].pri == self.cpu[cpu.idx()].q_hi {
             self.refresh_q_hi(cpu);
         }
-        self.vc[t.idx()].on_runq = false;
+        self.hot[t.idx()].on_runq = false;
     }
 
     /// Xen `runq_remove`: dequeue and stop counting it on its pCPU.
     fn runq_remove(&mut self, t: TaskId) {
         self.runq_remove_raw(t);
-        let cpu = self.vc[t.idx()].cpu;
+        let cpu = self.hot[t.idx()].cpu;
         self.dec_nr(cpu);
         self.sync(cpu);
     }
@@ -820,9 +829,9 @@ impl Credit {
 
     /// Xen `__runq_tickle`: which pCPUs must reschedule for newly queued `t`.
     pub fn tickle(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
-        let cpu = self.vc[t.idx()].cpu;
-        let new_pri = self.pri[t.idx()];
-        let cur_pri = v.curr[cpu.idx()].map(|c| self.pri[c.idx()]).unwrap_or(PRI_IDLE);
+        let cpu = self.hot[t.idx()].cpu;
+        let new_pri = self.hot[t.idx()].pri;
+        let cur_pri = v.curr[cpu.idx()].map(|c| self.hot[c.idx()].pri).unwrap_or(PRI_IDLE);
         let aff = &v.tasks[t.idx()].affinity;
         if self.p.profile == Profile::Xen40 {
             // `cpumask_raise_softirq` marks SCHEDULE_SOFTIRQ pending on every pCPU of the mask
@@ -878,7 +887,7 @@ impl Credit {
     pub fn cpu_pick(&self, v: &SysView, t: TaskId) -> CpuId {
         let topo = v.topo;
         let aff = &v.tasks[t.idx()].affinity;
-        let here = self.vc[t.idx()].cpu;
+        let here = self.hot[t.idx()].cpu;
         let mut cpu = if aff.contains(here) { here } else { aff.cycle(here).unwrap_or(here) };
         if self.nidle == 0 {
             return cpu;
@@ -946,12 +955,12 @@ impl Credit {
                     None if self.p.profile == Profile::Xen40 => least_populated(*aff, &per_cpu).unwrap_or(first),
                     None => first,
                 };
-                self.vc[t.idx()].cpu = cpu;
+                self.hot[t.idx()].cpu = cpu;
                 if self.p.profile == Profile::Current {
                     let c = self.cpu_pick(v, t);
-                    self.vc[t.idx()].cpu = c;
+                    self.hot[t.idx()].cpu = c;
                 }
-                let c = self.vc[t.idx()].cpu;
+                let c = self.hot[t.idx()].cpu;
                 per_cpu[c.idx()] += 1;
                 prev = Some(c);
             }
@@ -964,13 +973,13 @@ impl Credit {
             return;
         }
         self.runq_sort_last[cpu.idx()] = self.runq_sort;
-        let pri = &self.pri;
+        let hot = &self.hot;
         let q = &mut self.runq[cpu.idx()];
         // A stable partition with no allocation: the OVER vCPUs set aside in order.
         let over = &mut self.sort_scratch;
         over.clear();
         q.retain(|&t| {
-            let keep = pri[t.idx()] >= PRI_UNDER;
+            let keep = hot[t.idx()].pri >= PRI_UNDER;
             if !keep {
                 over.push(t);
             }
@@ -1107,7 +1116,7 @@ impl Credit {
         let now = v.now;
         let hot_window = self.p.migration_delay;
         for (pos, &t) in self.runq[peer.idx()].iter().enumerate() {
-            if self.pri[t.idx()] <= pri {
+            if self.hot[t.idx()].pri <= pri {
                 // Nothing better at the head: the bound is exact, so this happens
                 // only in a queue not re-sorted since an accounting.
                 return None;
@@ -1126,7 +1135,7 @@ impl Credit {
         self.runq_remove_at(peer, pos);
         self.dec_nr(peer);
         self.sync(peer);
-        self.vc[t.idx()].cpu = cpu;
+        self.hot[t.idx()].cpu = cpu;
         self.inc_nr(cpu);
         self.stats.steals += 1;
         t
@@ -1143,9 +1152,9 @@ impl Credit {
     /// (moved into its affinity if needed), and tickle.
     pub fn enqueue_and_tickle(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
         let aff = &v.tasks[t.idx()].affinity;
-        if !aff.contains(self.vc[t.idx()].cpu) {
+        if !aff.contains(self.hot[t.idx()].cpu) {
             let c = self.cpu_pick(v, t);
-            self.vc[t.idx()].cpu = c;
+            self.hot[t.idx()].cpu = c;
         }
         self.runq_insert(t);
         self.tickle(v, t, fx);
@@ -1160,7 +1169,7 @@ impl Credit {
     /// if better than OVER, else steal, else the head, else idle.
     pub fn pick_from_queues(&mut self, v: &SysView, cpu: CpuId) -> Option<TaskId> {
         let head = self.runq_head(cpu);
-        let head_pri = head.map(|t| self.pri[t.idx()]).unwrap_or(PRI_IDLE);
+        let head_pri = head.map(|t| self.hot[t.idx()].pri).unwrap_or(PRI_IDLE);
         let next = if head_pri > PRI_OVER {
             self.runq_remove_at(cpu, 0);
             head
@@ -1183,9 +1192,9 @@ impl Credit {
         let now = v.now;
         self.burn(prev, now);
         self.vc[prev.idx()].last_sched = now;
-        self.vc[prev.idx()].runnable = prev_runnable;
+        self.hot[prev.idx()].runnable = prev_runnable;
         let migrate_to = self.vc[prev.idx()].migrate_to.take();
-        if !prev_runnable || self.vc[prev.idx()].parked {
+        if !prev_runnable || self.hot[prev.idx()].parked {
             self.dec_nr(cpu);
             self.sync(cpu);
         } else if migrate_to.is_some_and(|c| c != cpu) || !v.tasks[prev.idx()].affinity.contains(cpu) {
@@ -1196,7 +1205,7 @@ impl Credit {
                 Some(c) if v.tasks[prev.idx()].affinity.contains(c) => c,
                 _ => self.cpu_pick(v, prev),
             };
-            self.vc[prev.idx()].cpu = dest;
+            self.hot[prev.idx()].cpu = dest;
             self.stats.tick_migrations += migrate_to.is_some() as u64;
             self.runq_insert(prev);
             self.tickle(v, prev, fx);
@@ -1219,7 +1228,7 @@ impl Credit {
     /// Hook (AASH): take queued `t` off its pCPU's runqueue to run it there (stays counted).
     pub fn take_to_run(&mut self, t: TaskId) {
         self.runq_remove_raw(t);
-        self.sync(self.vc[t.idx()].cpu);
+        self.sync(self.hot[t.idx()].cpu);
     }
 
     /// Hook (AASH): try to steal from one peer (see `steal`).
@@ -1278,12 +1287,12 @@ impl Credit {
             if st.nr != q.len() as u32 + running {
                 return Some(format!("nr_runnable of cpu{c} is {}, queued {} + running {running}", st.nr, q.len()));
             }
-            let hi = q.iter().map(|t| self.pri[t.idx()]).max().unwrap_or(PRI_IDLE);
+            let hi = q.iter().map(|t| self.hot[t.idx()].pri).max().unwrap_or(PRI_IDLE);
             if st.q_hi != hi {
                 return Some(format!("cpu{c}'s queue bound is {} but its best queued priority is {hi}", st.q_hi));
             }
             for t in q {
-                let vc = &self.vc[t.idx()];
+                let vc = &self.hot[t.idx()];
                 if vc.cpu.idx() != c || !vc.on_runq {
                     return Some(format!("{t} queued on cpu{c} but its pCPU is {} (on_runq {})", vc.cpu, vc.on_runq));
                 }
@@ -1314,7 +1323,7 @@ impl Credit {
                 }
             }
         }
-        let flagged = self.vc.iter().filter(|x| x.on_runq).count();
+        let flagged = self.hot.iter().filter(|x| x.on_runq).count();
         if flagged != queued {
             return Some(format!("{flagged} vCPUs flagged queued, {queued} queue entries"));
         }
@@ -1410,15 +1419,16 @@ impl Credit {
                 vc.credit += per_vcpu;
                 audit.handed += per_vcpu as i64;
                 let mut credit = vc.credit;
-                let (was, queued, cpu) = (self.pri[t.idx()], vc.on_runq, vc.cpu);
+                let h = self.hot[t.idx()];
+                let (was, queued, cpu) = (h.pri, h.on_runq, h.cpu);
                 if credit < 0 {
-                    self.pri[t.idx()] = PRI_OVER;
+                    self.hot[t.idx()].pri = PRI_OVER;
                     if queued && was > PRI_OVER {
                         self.refresh_q_hi(cpu);
                         self.sync(cpu);
                     }
-                    if cap != 0 && credit < -(credit_cap as i32) && !self.vc[t.idx()].parked {
-                        self.vc[t.idx()].parked = true;
+                    if cap != 0 && credit < -(credit_cap as i32) && !self.hot[t.idx()].parked {
+                        self.hot[t.idx()].parked = true;
                         self.park(v, t, fx);
                     }
                     let vc = &mut self.vc[t.idx()];
@@ -1427,7 +1437,7 @@ impl Credit {
                         vc.credit = credit;
                     }
                 } else {
-                    self.pri[t.idx()] = PRI_UNDER;
+                    self.hot[t.idx()].pri = PRI_UNDER;
                     if queued && was > PRI_UNDER {
                         self.refresh_q_hi(cpu);
                         self.sync(cpu);
@@ -1435,9 +1445,8 @@ impl Credit {
                         self.raise_q_hi(cpu, PRI_UNDER);
                         self.sync(cpu);
                     }
-                    let vc = &mut self.vc[t.idx()];
-                    if vc.parked {
-                        vc.parked = false;
+                    if self.hot[t.idx()].parked {
+                        self.hot[t.idx()].parked = false;
                         self.unpark(v, t, fx);
                     }
                     if credit > self.credits_per_tslice {
@@ -1465,18 +1474,17 @@ impl Credit {
     }
 
     fn park(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
-        let cpu = self.vc[t.idx()].cpu;
+        let cpu = self.hot[t.idx()].cpu;
         if v.curr[cpu.idx()] == Some(t) {
             fx.resched(cpu);
-        } else if self.vc[t.idx()].on_runq {
+        } else if self.hot[t.idx()].on_runq {
             self.runq_remove(t);
         }
     }
 
     fn unpark(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
-        let vc = &self.vc[t.idx()];
-        let cpu = vc.cpu;
-        if vc.runnable && !vc.on_runq && v.curr[cpu.idx()] != Some(t) {
+        let h = self.hot[t.idx()];
+        if h.runnable && !h.on_runq && v.curr[h.cpu.idx()] != Some(t) {
             self.enqueue_and_tickle(v, t, fx);
         }
     }
@@ -1519,21 +1527,27 @@ impl Dispatcher for Credit {
         self.vc = v
             .tasks
             .iter()
-            .map(|tv| Vcpu {
+            .map(|_| Vcpu {
                 credit: 0,
                 residual: 0,
                 start: Nanos::ZERO,
                 run_since: Nanos::ZERO,
                 last_sched: Nanos::ZERO,
-                parked: false,
                 active: false,
-                on_runq: false,
-                runnable: false,
-                cpu: tv.affinity.first().unwrap_or(CpuId(0)),
                 migrate_to: None,
             })
             .collect();
-        self.pri = vec![PRI_UNDER; v.tasks.len()];
+        self.hot = v
+            .tasks
+            .iter()
+            .map(|tv| Hot {
+                cpu: tv.affinity.first().unwrap_or(CpuId(0)),
+                pri: PRI_UNDER,
+                on_runq: false,
+                runnable: false,
+                parked: false,
+            })
+            .collect();
         self.place_new_vcpus(v);
         let nd = v.domains.len();
         self.dom_active = vec![0; nd];
@@ -1543,28 +1557,28 @@ impl Dispatcher for Credit {
     }
 
     fn wake(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
-        let vc = &mut self.vc[t.idx()];
-        vc.runnable = true;
+        let h = &mut self.hot[t.idx()];
+        h.runnable = true;
         debug_assert!(!v.curr.contains(&Some(t)), "{t} woken while running");
-        if vc.on_runq || vc.parked {
+        if h.on_runq || h.parked {
             return;
         }
-        if self.pri[t.idx()] == PRI_UNDER {
-            self.pri[t.idx()] = PRI_BOOST;
+        if h.pri == PRI_UNDER {
+            h.pri = PRI_BOOST;
             self.stats.boosts += 1;
         }
         self.enqueue_and_tickle(v, t, fx);
     }
 
     fn block(&mut self, _v: &SysView, t: TaskId, _cpu: CpuId, _fx: &mut Effects) {
-        self.vc[t.idx()].runnable = false;
+        self.hot[t.idx()].runnable = false;
     }
 
     fn tick(&mut self, v: &SysView, cpu: CpuId, fx: &mut Effects) {
         if let Some(t) = v.curr[cpu.idx()] {
             // csched_unit_acct
-            if self.pri[t.idx()] == PRI_BOOST {
-                self.pri[t.idx()] = PRI_UNDER;
+            if self.hot[t.idx()].pri == PRI_BOOST {
+                self.hot[t.idx()].pri = PRI_UNDER;
             }
             self.burn(t, v.now);
             if !self.vc[t.idx()].active {
@@ -1600,7 +1614,7 @@ impl Dispatcher for Credit {
             if self.p.ratelimit.0 > 0
                 && prev_runnable
                 && runtime < self.p.ratelimit
-                && !vc.parked
+                && !self.hot[p.idx()].parked
                 && vc.migrate_to.is_none()
                 && v.tasks[p.idx()].affinity.contains(cpu)
             {
@@ -1627,22 +1641,22 @@ impl Dispatcher for Credit {
 
     fn affinity_changed(&mut self, v: &SysView, t: TaskId, fx: &mut Effects) {
         let aff = &v.tasks[t.idx()].affinity;
-        let cpu = self.vc[t.idx()].cpu;
+        let cpu = self.hot[t.idx()].cpu;
         if aff.contains(cpu) {
             return;
         }
         if v.curr[cpu.idx()] == Some(t) {
             // Running where it may no longer run: deschedule, requeue elsewhere.
             fx.resched(cpu);
-        } else if self.vc[t.idx()].on_runq {
+        } else if self.hot[t.idx()].on_runq {
             self.runq_remove(t);
             let c = self.cpu_pick(v, t);
-            self.vc[t.idx()].cpu = c;
+            self.hot[t.idx()].cpu = c;
             self.runq_insert(t);
             self.tickle(v, t, fx);
         } else {
             let c = self.cpu_pick(v, t);
-            self.vc[t.idx()].cpu = c;
+            self.hot[t.idx()].cpu = c;
         }
     }
 
@@ -1917,12 +1931,12 @@ mod tests {
         w.curr[0] = Some(a);
         // A has overspent: credit −100 → OVER (as accounting would set it).
         c.vc[0].credit = -100;
-        c.pri[0] = PRI_OVER;
+        c.hot[0].pri = PRI_OVER;
         // B wakes at 5 ms: UNDER → BOOST (0) > OVER (−2), so B's pCPU is tickled…
         let now = Nanos::from_ms(5);
         let mut fx = Effects::default();
         c.wake(&w.view(now), b, &mut fx);
-        assert_eq!(c.pri[1], PRI_BOOST);
+        assert_eq!(c.hot[1].pri, PRI_BOOST);
         assert_eq!(fx.resched, vec![CpuId(0)]);
         // …and the reschedule runs B, A going back to the queue (A ran 5 ms > ratelimit 1 ms).
         let p = c.pick_next(&w.view(now), CpuId(0), Some(a), true, &mut fx);
@@ -1962,7 +1976,7 @@ mod tests {
         assert_eq!(c.vc[0].credit, -1500);
         // Boosted on its first wake; only a tick finding it running (or accounting
         // of an active vCPU) would lower BOOST, so it stays BOOST: one boost in all.
-        assert_eq!(c.pri[0], PRI_BOOST);
+        assert_eq!(c.hot[0].pri, PRI_BOOST);
         assert_eq!(c.stats.boosts, 1);
     }
 
@@ -1974,10 +1988,10 @@ mod tests {
         // CPU 1 runs X and queues Y (UNDER) and Z (OVER): nr_runnable = 3.
         let (x, y, z, o) = (TaskId(0), TaskId(1), TaskId(2), TaskId(3));
         for t in [x, y, z] {
-            c.vc[t.idx()].cpu = CpuId(1);
-            c.vc[t.idx()].runnable = true;
+            c.hot[t.idx()].cpu = CpuId(1);
+            c.hot[t.idx()].runnable = true;
         }
-        c.pri[z.idx()] = PRI_OVER;
+        c.hot[z.idx()].pri = PRI_OVER;
         c.runq_insert(y);
         c.runq_insert(z);
         c.inc_nr(CpuId(1)); // x running
@@ -1985,15 +1999,15 @@ mod tests {
         w.curr[1] = Some(x);
         c.set_idle(CpuId(1), false);
         // CPU 0's own queue holds only O, which is OVER: it looks for better work.
-        c.vc[o.idx()].cpu = CpuId(0);
-        c.pri[o.idx()] = PRI_OVER;
-        c.vc[o.idx()].runnable = true;
+        c.hot[o.idx()].cpu = CpuId(0);
+        c.hot[o.idx()].pri = PRI_OVER;
+        c.hot[o.idx()].runnable = true;
         c.runq_insert(o);
         let mut fx = Effects::default();
         let p = c.pick_next(&w.view(now), CpuId(0), None, false, &mut fx);
         // Y is the first vCPU on CPU 1 strictly better than OVER: stolen, not Z.
         assert_eq!(p.task, Some(y));
-        assert_eq!(c.vc[y.idx()].cpu, CpuId(0));
+        assert_eq!(c.hot[y.idx()].cpu, CpuId(0));
         assert_eq!(c.runq[1], vec![z]);
         assert_eq!(c.runq[0], vec![o]);
         assert_eq!(c.stats.steals, 1);
@@ -2013,7 +2027,7 @@ mod tests {
         c.account(&v, &mut Effects::default());
         assert_eq!(c.vc[0].credit, 100);
         assert_eq!(c.vc[1].credit, 200);
-        assert_eq!((c.pri[0], c.pri[1]), (PRI_UNDER, PRI_UNDER));
+        assert_eq!((c.hot[0].pri, c.hot[1].pri), (PRI_UNDER, PRI_UNDER));
     }
 
     #[test]
