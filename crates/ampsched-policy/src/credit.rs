@@ -594,16 +594,18 @@ impl Credit {
 
     /// Mark a pCPU idle or not, keeping the per-memory-domain counts.
     pub fn set_idle(&mut self, cpu: CpuId, idle: bool) {
-        self.mark_idle(cpu, idle);
-        self.sync(cpu);
+        if self.mark_idle(cpu, idle) {
+            self.sync(cpu);
+        }
     }
 
-    /// [`Credit::set_idle`] without the candidacy update: a [`Credit::sync`] of `cpu` follows.
+    /// [`Credit::set_idle`] without the candidacy update (a [`Credit::sync`] of
+    /// `cpu` follows); whether its idleness changed.
     #[inline]
-    fn mark_idle(&mut self, cpu: CpuId, idle: bool) {
+    fn mark_idle(&mut self, cpu: CpuId, idle: bool) -> bool {
         let st = &mut self.cpu[cpu.idx()];
         if st.idle == idle {
-            return;
+            return false;
         }
         st.idle = idle;
         let md = st.md as usize;
@@ -616,6 +618,7 @@ impl Credit {
             self.idle_per_md[md] -= 1;
             self.nidle -= 1;
         }
+        true
     }
 
     /// Bring `cpu`'s flags in line with its count, queue bound and idleness,
@@ -623,7 +626,7 @@ impl Credit {
     /// changed. The primitives that change those (`mark_idle`, the count and
     /// queue edits) leave this to one call at the end of each operation, so a
     /// switch or a steal updates a pCPU's candidacy once, not once per edit.
-    #[inline]
+    #[inline(always)]
     fn sync(&mut self, cpu: CpuId) {
         let st = &mut self.cpu[cpu.idx()];
         let was = st.flags;
@@ -645,7 +648,7 @@ impl Credit {
 
     /// Change `cpu`'s flags to `now`, updating the candidate bitmaps, its
     /// node's counts and the node bitmaps where its candidacy changed.
-    #[inline]
+    #[inline(never)]
     fn set_flags(&mut self, cpu: CpuId, now: u8) {
         let st = &mut self.cpu[cpu.idx()];
         let diff = CAND[st.flags as usize & 7] ^ CAND[now as usize & 7];
@@ -704,12 +707,15 @@ impl Credit {
         let hot = &self.hot;
         let q = &mut self.runq[cpu.idx()];
         let pos = q.iter().position(|o| pri > hot[o.idx()].pri).unwrap_or(q.len());
-        // Queues are short (under one vCPU waiting on average): shift by
-        // swaps rather than a `memmove` call.
+        // Queues are short (under one vCPU waiting on average): shift the
+        // tail by one in a plain loop rather than a `memmove` call.
         q.push(t);
-        for i in (pos + 1..q.len()).rev() {
-            q.swap(i, i - 1);
+        let mut i = q.len() - 1;
+        while i > pos {
+            q[i] = q[i - 1];
+            i -= 1;
         }
+        q[pos] = t;
         self.hot[t.idx()].on_runq = true;
         self.raise_q_hi(cpu, pri);
     }
