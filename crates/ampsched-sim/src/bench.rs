@@ -179,6 +179,41 @@
 //! completion handler, `schedule`, `exec`, `replan`, the ring's insert,
 //! `settle_with`, `supersede`), and credit about 42 % (its steal path and
 //! runqueue flags most). Halving the cost per event would take halving both.
+//! At 01:44 UTC on 28 Nov (quiet window, load 1.6 → 1.2; 5 interleaved
+//! rounds of `ampsched bench --case L --case XL --bound`, main at 411adcb
+//! against the same with credit's three commits ab51bcb, 0564eaf, 2d77731)
+//! credit took XL from a median of 143.7 to 140.4 ns per event (round by
+//! round 0.97-1.01, median 0.981; ratio to the bound 0.23-0.26; 47.9-50.2
+//! simulated s per CPU s) and L from 128.5 to 122.7 ns (0.93-0.99, median
+//! 0.954; ratio 0.22-0.23); whole `bench --child` processes, 10 interleaved
+//! pairs in the same window: XL CPU time 0.969 of the parent's (0.92-0.98),
+//! L 0.951 (0.90-1.06); outputs byte-identical. What changed: a pCPU's
+//! steal candidacy is brought in line once at the end of each operation
+//! (`Credit::sync`) instead of once per count, bound and idleness edit (XL
+//! made 10.8 M flag updates, 9.35 M of them flipping a candidacy; a steal
+//! now updates its peer once for both sets); the current profile's steal
+//! searches a one-word NUMA node in place (no 16-word copy of the candidate
+//! set, no mask per node); an idler count answers "any idler?" without
+//! scanning the set; `put_prev` and the ratelimit read a vCPU's affinity
+//! (another task's 144-byte view) only when it matters; and each vCPU's
+//! pCPU, priority and queue flags sit in one 8-byte record apart from its
+//! times and credit. Counted in XL (an instrumented build, one run): 5.51 M
+//! switches, 1.86 M of them with the previous vCPU still runnable, of which
+//! 0.57 M kept by the ratelimit and 1.28 M put back on the local queue —
+//! only 35 K of those would head it again and 88 K switches pick the
+//! previous vCPU again, so a combined put-back-and-pick would spare an
+//! insert and a removal in under 2 % of switches and was not built; 3.85 M
+//! steal attempts, 3.55 M steals, every one found at the first peer of the
+//! first node visited (the exact bounds leave nothing to skip), so what a
+//! steal costs is its few dependent loads (node record, candidate word, the
+//! peer's record, running vCPU, queue, the head's record and affinity) and
+//! the candidacy update, not a search. Trying the own node before the node
+//! bitmap measured 1.04 of its parent's CPU time and was dropped. Credit is
+//! still about 36 % of XL's cpu-clock samples (perf, self time), spread over
+//! a dozen functions of 1-5 % each (`sync`, `steal`, `steal_find`,
+//! `runq_insert_raw` first): removing all of it would leave XL near 0.4 of
+//! the bound, so issue 19's ratio target (≥ 0.5) is out of reach from the
+//! dispatcher alone.
 
 use crate::library::Library;
 use crate::scenario::{Scenario, ScenarioError};
