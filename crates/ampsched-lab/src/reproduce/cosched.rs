@@ -290,6 +290,9 @@ fn analyse(all: &[Runs]) -> Report {
              domains are idle), so the 2 or 4 busy vCPUs never outnumber the 4 pCPUs and credit preempts a \
              sibling only for dom0's short wake-ups: there is almost no lock-holder preemption to remove, and \
              what the schemes change is what their own signals and priorities do to the other CON domain. \
+             The testbed's hypervisor costs are on in cosched-lu and cosched-npb (docs/design/cosched.md): a \
+             woken vCPU runs 10 µs after the event that woke it, each co-scheduling signal stalls the pCPU it \
+             reaches for 10 µs, and vCPUs computing at once share the 2 MiB last-level cache. \
              The time-slot example and the contended scenario of tests/cosched.rs show the other side: with \
              more vCPUs than pCPUs, spinning siblings waste most of the CPU under credit and co-scheduling \
              removes it."
