@@ -87,22 +87,28 @@ impl Sim {
                 let tk = &mut self.tasks[t.idx()];
                 (tk.on_bus, tk.cost_speed, tk.cost) = (true, m.speed.to_bits(), m.cost);
             } else if tk.cost != m.cost {
-                changed.push(m.task);
+                changed.push((m.task, m.speed, m.cost));
             }
         }
-        for &o in &changed {
-            // Its progress so far at the old cost, then its plan at the new one.
-            self.settle(o);
-            let m = bus.members.iter().find(|m| m.task == o).expect("a member");
-            self.tasks[o.idx()].cost = m.cost;
-        }
         self.bus = Some(bus);
-        for &o in &changed {
-            self.replan(o);
-        }
+        self.recost(&changed);
         changed.clear();
         if let Some(b) = self.bus.as_mut() {
             b.changed = changed;
+        }
+    }
+
+    /// The co-runners of a shared resource (the memory bus, an LLC) whose cost
+    /// a change moved, each with its CPU's speed and new cost: each is settled
+    /// at its old cost, given the new one, then re-planned at it.
+    pub(super) fn recost(&mut self, changed: &[(TaskId, f64, u64)]) {
+        for &(o, speed, cost) in changed {
+            self.settle(o);
+            let tk = &mut self.tasks[o.idx()];
+            (tk.cost_speed, tk.cost) = (speed.to_bits(), cost);
+        }
+        for &(o, _, _) in changed {
+            self.replan(o);
         }
     }
 

@@ -78,8 +78,9 @@ pub(super) struct Bus {
     pub(super) members: Vec<Member>,
     /// Demands sorted (scratch, kept to avoid an allocation per change).
     sorted: Vec<f64>,
-    /// Tasks to re-plan after a change (scratch lent to the engine).
-    pub(super) changed: Vec<TaskId>,
+    /// Members whose cost a change moved, with their CPU's speed and new cost
+    /// (scratch lent to the engine's `Sim::recost`).
+    pub(super) changed: Vec<(TaskId, f64, u64)>,
 }
 
 impl Bus {

@@ -78,6 +78,9 @@ pub(super) struct Llc {
     pub(super) doms: Vec<Vec<Member>>,
     /// Per task, the memory domain it is a member of.
     pub(super) of: Vec<Option<u32>>,
+    /// Members whose cost a change moved, with their CPU's speed and new cost
+    /// (scratch lent to the engine's `Sim::recost`).
+    pub(super) changed: Vec<(TaskId, f64, u64)>,
 }
 
 impl Llc {
@@ -89,6 +92,7 @@ impl Llc {
             ratio: cache.llc_refill_gbps / cache.dram_refill_gbps,
             doms: vec![Vec::new(); ndom],
             of: vec![None; ntasks],
+            changed: Vec::new(),
         }
     }
 

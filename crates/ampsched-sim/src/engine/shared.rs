@@ -1,7 +1,7 @@
 //! The engine's side of the shared LLC (`engine::llc`): a running task that
 //! starts computing joins its CPU's memory domain, one that stops leaves it,
 //! and every co-runner whose cost changes is settled at its old cost and
-//! re-planned at the new one — as `account.rs` does for the memory bus.
+//! re-planned at the new one (`Sim::recost`, shared with the memory bus).
 //!
 //! May import: `Sim` and the bottom rooms (`llc`, `task`). Must never import
 //! the dispatcher or placer bridges or statistics.
@@ -62,7 +62,7 @@ impl Sim {
     fn llc_divide(&mut self, d: usize, t: TaskId) {
         let mut llc = self.llc.take().expect("an LLC");
         llc.divide(d);
-        let mut changed = Vec::new();
+        let mut changed = std::mem::take(&mut llc.changed);
         for m in &llc.doms[d] {
             let tk = &mut self.tasks[m.task.idx()];
             if m.task == t {
@@ -71,14 +71,11 @@ impl Sim {
                 changed.push((m.task, m.speed, m.cost));
             }
         }
-        for &(o, speed, cost) in &changed {
-            self.settle(o);
-            let tk = &mut self.tasks[o.idx()];
-            (tk.cost_speed, tk.cost) = (speed.to_bits(), cost);
-        }
         self.llc = Some(llc);
-        for &(o, _, _) in &changed {
-            self.replan(o);
+        self.recost(&changed);
+        changed.clear();
+        if let Some(l) = self.llc.as_mut() {
+            l.changed = changed;
         }
     }
 }
