@@ -91,6 +91,37 @@
 //!
 //! Tasks that end are never active again: they stop counting in `task_num`
 //! and are never selected; their pin is harmless and is left in place.
+//!
+//! **The balancers' own cost** (`pass_us`, `move_us`; `Placer::own_cost`).
+//! The paper's balancers are processes on the machine they balance: one per
+//! CPU at real-time priority, woken every interval, so each pass preempts
+//! whatever task runs on its CPU, and "too short [an interval] loses
+//! throughput to balancing overhead". Each balancing round (not the launch
+//! round: the launcher pins before the balancers start) charges every CPU one
+//! pass, `pass_us`: the timer wakes the balancer and it switches in, reads the
+//! per-CPU times, takes and releases the lock on the shared vector, and
+//! switches out. Each affinity change of a swap or move charges `move_us` on
+//! the CPU whose balancer makes it, and `move_us` again on the CPU the moved
+//! task is queued or running on: in the testbed's kernels
+//! `sched_setaffinity` → `set_cpus_allowed_ptr` moves a task that is on a
+//! runqueue through the CPU's migration thread (`migrate_task` queues a
+//! `migration_req`, wakes `migration_thread`, an RT task that preempts the
+//! task there, and the caller sleeps in `wait_for_completion`;
+//! `stop_one_cpu(migration_cpu_stop)` from 2.6.37), while a sleeping task
+//! is only re-pointed (`set_task_cpu`, no charge on its CPU). The simulator
+//! takes each charge from its CPU at once: no task progresses there for
+//! that long (`engine/place.rs`, "The placer's own cost"); an idle CPU loses
+//! nothing. Magnitudes — estimates, no published figure for this balancer:
+//! a context switch's direct cost is ≈ 3.8 µs on the paper's generation of
+//! machines (Li, Ding, Shen, "Quantifying the cost of context switch",
+//! ExpCS 2007: dual 2.0 GHz Xeon, Linux 2.6.17), so a pass, two switches and
+//! a few system calls of well under 1 µs each, is ≈ 8 µs, and a migration's
+//! sleep-and-wake on either side is two switches, 7.6 µs. Worked example
+//! (test `a_pass_preempts_the_task_on_every_cpu_each_interval`): 4 CPUs, a
+//! 10 ms interval, passes of 8 µs, one task computing 1 s alone on CPU 0 —
+//! 99 passes fall inside its run (the one at 10 ms is the launch round), so
+//! it ends 99 × 8 µs = 792 µs late. At the paper's 1 s interval the passes
+//! cost 8 µs per CPU-second (0.0008 %); at 10 ms, 0.08 % plus 30 µs per swap.
 
 use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
 use crate::placer::{AffinityChange, Placer, Snapshot, TaskSample};
@@ -102,6 +133,11 @@ use std::collections::VecDeque;
 pub const DEFAULT_INTERVAL: Nanos = Nanos::from_secs(1);
 /// Default step-3 tolerance, %: one jiffy of a 1 s interval at USER_HZ 100.
 pub const DEFAULT_TOLERANCE_PCT: f64 = 1.0;
+/// Default CPU time of one balancer pass on its CPU (module essay: an estimate, two context
+/// switches of ≈ 3.8 µs and the reads and lock).
+pub const DEFAULT_PASS: Nanos = Nanos(8_000);
+/// Default CPU time an affinity change costs on each side (module essay: two context switches).
+pub const DEFAULT_MOVE: Nanos = Nanos(7_600);
 
 /// Task selection policy (docs/design/capability.md, "Task selection policies").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,10 +157,14 @@ pub struct CapabilityParams {
     pub selection: Selection,
     /// Step-3 tolerance, as a fraction (0.01 = 1 %).
     pub tolerance: f64,
+    /// CPU time of one balancer pass, charged on every CPU each balancing round.
+    pub pass: Nanos,
+    /// CPU time of one affinity change, charged on the balancer's CPU and on the moved task's.
+    pub move_cost: Nanos,
 }
 
 /// Parameters of `capability` as shown by `ampsched policies`.
-pub const CAPABILITY_PARAMS: &[ParamDoc] = &[INTERVAL, SELECTION, TOLERANCE];
+pub const CAPABILITY_PARAMS: &[ParamDoc] = &[INTERVAL, SELECTION, TOLERANCE, PASS, MOVE];
 
 /// `interval_ms`: the balance interval.
 const INTERVAL: ParamDoc = ParamDoc {
@@ -150,12 +190,30 @@ const TOLERANCE: ParamDoc = ParamDoc {
     doc: "a CPU balances only when its ECPT exceeds the average by more than this",
 };
 
+/// `pass_us`: the CPU time of one balancer pass.
+const PASS: ParamDoc = ParamDoc {
+    name: "pass_us",
+    kind: Kind::Us { default: DEFAULT_PASS, min: 0.0, max: 100_000.0 },
+    unit: "µs",
+    doc: "CPU time of one balancer pass, taken from every CPU each round (estimate: 2 context switches + reads); 0 = free",
+};
+
+/// `move_us`: the CPU time of one affinity change on each side.
+const MOVE: ParamDoc = ParamDoc {
+    name: "move_us",
+    kind: Kind::Us { default: DEFAULT_MOVE, min: 0.0, max: 100_000.0 },
+    unit: "µs",
+    doc: "CPU time of one sched_setaffinity on the balancer's CPU and the moved task's (migration thread); 0 = free",
+};
+
 impl Default for CapabilityParams {
     fn default() -> Self {
         CapabilityParams {
             interval: DEFAULT_INTERVAL,
             selection: Selection::Fifo,
             tolerance: DEFAULT_TOLERANCE_PCT / 100.0,
+            pass: DEFAULT_PASS,
+            move_cost: DEFAULT_MOVE,
         }
     }
 }
@@ -171,6 +229,8 @@ impl CapabilityParams {
                 _ => Selection::Fifo,
             },
             tolerance: r.num(&TOLERANCE)? / 100.0,
+            pass: r.duration(&PASS)?,
+            move_cost: r.duration(&MOVE)?,
         })
     }
 }
@@ -205,6 +265,10 @@ pub struct Capability {
     last_swap: Vec<u64>,
     /// Counters.
     pub stats: CapabilityStats,
+    /// Per CPU, the balancers' CPU time in the last call (ns).
+    spent: Vec<u64>,
+    /// `spent` as `Placer::own_cost` reports it (CPUs that spent nothing left out).
+    cost: Vec<(CpuId, Nanos)>,
 }
 
 impl Capability {
@@ -220,6 +284,8 @@ impl Capability {
             round: 0,
             last_swap: vec![0; n],
             stats: CapabilityStats::default(),
+            spent: vec![0; n],
+            cost: Vec::new(),
         }
     }
 
@@ -243,6 +309,16 @@ impl Capability {
         self.home[t.idx()] = Some(to);
         self.queue[to.idx()].push_back(t);
         out.push(AffinityChange { task: t, mask: CpuSet::single(to) });
+    }
+
+    /// Charge the sched_setaffinity of task `t` (sample `s`): `move_cost` on the balancer's
+    /// CPU `by`, and again on the CPU `t` is queued or running on (its migration thread).
+    fn charge_move(&mut self, by: CpuId, s: Option<&TaskSample>) {
+        let m = self.p.move_cost.0;
+        self.spent[by.idx()] += m;
+        if let Some(c) = s.filter(|s| s.runnable()).and_then(|s| s.cpu).filter(|c| c.idx() < self.spent.len()) {
+            self.spent[c.idx()] += m;
+        }
     }
 
     fn check_invariants(&self) {
@@ -272,8 +348,13 @@ impl Placer for Capability {
         self.p.interval
     }
 
+    fn own_cost(&self) -> &[(CpuId, Nanos)] {
+        &self.cost
+    }
+
     fn place(&mut self, topo: &Topology, snap: &Snapshot, out: &mut Vec<AffinityChange>) {
         let n = topo.ncpus();
+        self.cost.clear();
         if n == 0 || snap.period.0 == 0 {
             return;
         }
@@ -363,6 +444,9 @@ impl Placer for Capability {
             return;
         }
         self.stats.rounds += 1;
+        // Every CPU's balancer runs its pass (steps 1-3 and 8 at least).
+        self.spent.clear();
+        self.spent.resize(n, self.p.pass.0);
         let start = (self.round % n as u64) as usize;
         self.round += 1;
         let mut recent = CpuSet::new();
@@ -419,6 +503,7 @@ impl Placer for Capability {
             // Step 6: swap by hard affinity (or move, from an empty local).
             if let Some(tl) = tl {
                 self.move_task(tl, remote, out);
+                self.charge_move(local, by_id[tl.idx()]);
                 self.stats.swaps += 1;
             } else {
                 task_num[local.idx()] += 1;
@@ -426,6 +511,7 @@ impl Placer for Capability {
                 self.stats.moves += 1;
             }
             self.move_task(tr, local, out);
+            self.charge_move(local, by_id[tr.idx()]);
             recent.insert(local);
             recent.insert(remote);
             self.last_swap[local.idx()] = self.round;
@@ -438,6 +524,9 @@ impl Placer for Capability {
             self.ecpt[remote.idx()] = ecpt_of(remote.idx(), &task_num);
             // Step 8: release the lock.
         }
+        self.cost.extend(
+            self.spent.iter().enumerate().filter(|(_, ns)| **ns > 0).map(|(c, ns)| (CpuId(c as u32), Nanos(*ns))),
+        );
         self.check_invariants();
     }
 }
@@ -553,6 +642,48 @@ mod tests {
         // the noisy CPU except task 3, which has two.
         assert_eq!(on_cpu0, vec![0, 3, 1, 2]);
         assert_eq!(cap.stats.swaps, 4);
+    }
+
+    #[test]
+    fn a_round_charges_a_pass_on_every_cpu_and_each_move_on_both_sides() {
+        // As above: CPU 0 loses 500 ms; launch pins t0..t3 on CPUs 1, 2, 3, 0.
+        // The launch round charges nothing (the launcher pinned before the
+        // balancers started). Round 0: every balancer runs its pass, 8 µs on
+        // each CPU; CPU 1 swaps its t0 with CPU 0's t3, both running: two
+        // sched_setaffinity calls by CPU 1's balancer (2 × 7.6 µs there), and
+        // each task's migration thread on its own CPU (7.6 µs on CPU 1 for t0,
+        // 7.6 µs on CPU 0 for t3). CPU 0: 8 + 7.6 = 15.6 µs; CPU 1: 8 + 15.2
+        // + 7.6 = 30.8 µs; CPUs 2-3: 8 µs.
+        let topo = Topology::fast_slow(0, 2.0, 4, 1.0, 4);
+        let mut cap = Capability::new(CapabilityParams::default(), &topo);
+        let mut s = snap(&[500, 0, 0, 0], &[(0, 0), (1, 1), (2, 2), (3, 3)], &[]);
+        let mut out = Vec::new();
+        cap.place(&topo, &s, &mut out);
+        assert!(cap.own_cost().is_empty());
+        apply(&mut s, &out);
+        out.clear();
+        cap.place(&topo, &s, &mut out);
+        assert_eq!(cap.stats.swaps, 1);
+        let us = |c: u32, ns: u64| (CpuId(c), Nanos(ns));
+        assert_eq!(cap.own_cost(), &[us(0, 15_600), us(1, 30_800), us(2, 8_000), us(3, 8_000)]);
+        // A sleeping task is only re-pointed: no migration thread on its CPU.
+        let mut cap = Capability::new(CapabilityParams::default(), &topo);
+        let mut s = snap(&[500, 0, 0, 0], &[(0, 0), (1, 1), (2, 2), (3, 3)], &[]);
+        out.clear();
+        cap.place(&topo, &s, &mut out);
+        apply(&mut s, &out);
+        s.tasks[3].state = TaskState::Blocked;
+        out.clear();
+        cap.place(&topo, &s, &mut out);
+        assert_eq!(cap.own_cost(), &[us(0, 8_000), us(1, 30_800), us(2, 8_000), us(3, 8_000)]);
+        // Free when asked: `pass_us = 0`, `move_us = 0` report nothing.
+        let p = CapabilityParams { pass: Nanos::ZERO, move_cost: Nanos::ZERO, ..CapabilityParams::default() };
+        let mut cap = Capability::new(p, &topo);
+        out.clear();
+        cap.place(&topo, &s, &mut out);
+        out.clear();
+        cap.place(&topo, &s, &mut out);
+        assert!(cap.own_cost().is_empty());
     }
 
     #[test]

@@ -106,6 +106,13 @@ pub trait Placer: Send {
     fn period(&self) -> Nanos;
     /// Decide affinity changes from the last period.
     fn place(&mut self, topo: &Topology, snap: &Snapshot, out: &mut Vec<AffinityChange>);
+    /// The CPU time the last `place` call's own work takes on each CPU of a simulated
+    /// machine (a placer that runs as processes on the machine it balances, e.g.
+    /// `capability`'s per-CPU balancers); the simulator takes it from that CPU. A real
+    /// machine's body spends it for real and ignores this. Default: none.
+    fn own_cost(&self) -> &[(CpuId, Nanos)] {
+        &[]
+    }
 }
 
 /// A task's state at the end of a period.

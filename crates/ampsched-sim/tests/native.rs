@@ -106,10 +106,14 @@ noise = [{ cpus = "0-3", fraction = 0.01 }]
     for tasks in [4u32, 8] {
         let r = run(&chores(machine, tasks, 20), "capability");
         assert_eq!(r.placer_changes, tasks as u64, "{tasks} tasks");
-        // 20 s × 0.99 × 1000 / (tasks / 4) chores each, give or take one.
+        // 20 s × 0.99 × 1000 / (tasks / 4) chores each, give or take one (a
+        // chore in flight at the stop) — two with 8 tasks: the balancers'
+        // 19 passes take 152 µs of each CPU (capability.rs, "The balancers'
+        // own cost"), which moves where fair's slices between the CPU's two
+        // tasks end, so one may stop a chore short of the other.
         let each = 19_800 * 4 / tasks as u64;
         for c in chore_counts(&r) {
-            assert!(c.abs_diff(each) <= 1, "{tasks} tasks: {c} vs {each}");
+            assert!(c.abs_diff(each) <= tasks as u64 / 4, "{tasks} tasks: {c} vs {each}");
         }
     }
 }

@@ -215,6 +215,9 @@ impl Sim {
         let tk = &mut self.tasks[t.idx()];
         let cpu = &self.cpus[c.idx()];
         let at = match tk.act {
+            // A CPU that leaves a task no time (seized, or inside a batch of interrupts):
+            // no progress, so no completion to plan until its share comes back (re-planned then).
+            Act::Compute if cpu.avail == 0 => return,
             Act::Compute => {
                 let cost = tk.cost_on(cpu.speed, &self.topo);
                 self.now + tk.compute_wall(cost, cpu.avail)

@@ -92,6 +92,8 @@ pub(crate) enum Ev {
     End,
     /// The agent body's reaction to a fast CPU going idle is due (`place.rs`).
     React(CpuId),
+    /// A CPU's seizure by the placer's own work may end (`place.rs`; stale unless it is the last planned).
+    Seized(CpuId),
 }
 
 /// Bits of an id in a tag: CPUs, tasks and domain changes are fewer than this.
@@ -119,6 +121,7 @@ impl Ev {
             Ev::TraceSample => (9, 0),
             Ev::End => (10, 0),
             Ev::React(c) => (11, c.0),
+            Ev::Seized(c) => (12, c.0),
         };
         debug_assert!(u64::from(id) <= ID_MASK, "id {id} does not fit an event tag");
         (k << ID_BITS) | u64::from(id)
@@ -140,6 +143,7 @@ impl Ev {
             8 => Ev::Domain(id),
             9 => Ev::TraceSample,
             11 => Ev::React(CpuId(id)),
+            12 => Ev::Seized(CpuId(id)),
             _ => Ev::End,
         }
     }
@@ -513,6 +517,7 @@ mod tests {
             Ev::Domain(big),
             Ev::TraceSample,
             Ev::End,
+            Ev::Seized(CpuId(big)),
         ];
         let mut q = EventQueue::default();
         for (i, e) in all.iter().enumerate() {

@@ -82,6 +82,13 @@ pub(super) struct Cpu {
     /// Bursty noise's fraction and `avail` outside (`[0]`) and inside (`[1]`) a burst,
     /// turned into shares once, not at every switch.
     phases: [(f64, u64); 2],
+    /// The noise's fraction and `avail` now, outside a seizure (`noise` and `avail` are these
+    /// unless `seized`).
+    free: (f64, u64),
+    /// The placer's own work holds the CPU (`Sim::seize`): no task progresses on it.
+    pub(super) seized: bool,
+    /// When the seizure ends (meaningful while `seized`).
+    pub(super) seized_until: Nanos,
     pub(super) busy: u128,
     pub(super) idle: u128,
     pub(super) noise_t: u128,
@@ -106,6 +113,9 @@ impl Cpu {
             noise: 0.0,
             avail: 0,
             phases: [(0.0, ONE); 2],
+            free: (0.0, ONE),
+            seized: false,
+            seized_until: Nanos::ZERO,
             noise_on: false,
             stalls: matches!(c.noise, NoiseSpec::Bursty { stall: true, .. }),
             tick_owed: false,
@@ -133,7 +143,21 @@ impl Cpu {
     /// Bursty noise switched on (inside a burst) or off: its fraction of that phase now applies.
     #[inline]
     pub(super) fn noise_phase(&mut self, on: bool) {
-        (self.noise, self.avail) = self.phases[usize::from(on)];
+        self.free = self.phases[usize::from(on)];
+        self.apply_share();
+    }
+
+    /// The placer's own work takes (`true`) or gives back the whole CPU: while
+    /// seized the noise takes all of its time (a real-time process preempts the task).
+    pub(super) fn seize(&mut self, on: bool) {
+        self.seized = on;
+        self.apply_share();
+    }
+
+    /// `noise` and `avail` from the noise's phase and the seizure.
+    #[inline]
+    fn apply_share(&mut self) {
+        (self.noise, self.avail) = if self.seized { (1.0, 0) } else { self.free };
     }
 
     /// Whether the CPU is inside a stall now (a burst of stalling noise).
@@ -151,8 +175,8 @@ impl Cpu {
 
     /// Noise now steals `fraction` of this CPU's time.
     pub(super) fn set_noise(&mut self, fraction: f64) {
-        self.noise = fraction;
-        self.avail = share(1.0 - fraction);
+        self.free = (fraction, share(1.0 - fraction));
+        self.apply_share();
     }
 
     /// Account this CPU's time up to `now` as busy or idle (less noise).

@@ -552,6 +552,7 @@ impl Sim {
             }
             Ev::Place => self.run_placer(),
             Ev::React(_) => self.react(),
+            Ev::Seized(c) => self.seize_end(c),
             Ev::TraceSample => {
                 self.events_done -= 1;
                 self.trace_sample();
