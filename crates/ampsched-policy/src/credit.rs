@@ -653,35 +653,29 @@ impl Credit {
         let st = &mut self.cpu[cpu.idx()];
         let diff = CAND[st.flags as usize & 7] ^ CAND[now as usize & 7];
         st.flags = now;
-        if diff != 0 {
-            self.flip_candidacy(cpu, diff);
-        }
+        self.flip_candidacy(cpu, diff);
     }
 
     /// `cpu`'s candidacy changed in the sets of the bits of `diff`: flip its
-    /// bit there and count it in or out of its node.
+    /// bit there and count it in or out of its node. Without a branch on the
+    /// data (which set changed, in or out, the node's first or last): these
+    /// flip at random in a run, and a mispredicted branch costs more than the
+    /// few instructions that write both sets whatever changed.
+    #[inline]
     fn flip_candidacy(&mut self, cpu: CpuId, diff: u8) {
         let c = cpu.idx();
         let n = self.cpu[c].node as usize;
-        let (bit, nbit) = (1u64 << (c % 64), 1u64 << (n % 64));
+        let (w, bit, nw, nbit) = (c / 64, c % 64, n / 64, n % 64);
         for k in 0..2 {
-            if diff >> k & 1 == 0 {
-                continue;
-            }
-            let w = &mut self.cand[k][c / 64];
-            *w ^= bit;
+            let m = u64::from((diff >> k) & 1);
+            let word = &mut self.cand[k][w];
+            *word ^= m << bit;
+            // +1 if it came in, -1 if it left, 0 if unchanged: m · (2·in − 1).
+            let now_in = ((*word >> bit) & 1) as u32;
             let cnt = &mut self.node_cand[n][k];
-            if *w & bit != 0 {
-                *cnt += 1;
-                if *cnt == 1 {
-                    self.nodes_with[k][n / 64] |= nbit;
-                }
-            } else {
-                *cnt -= 1;
-                if *cnt == 0 {
-                    self.nodes_with[k][n / 64] &= !nbit;
-                }
-            }
+            *cnt = cnt.wrapping_add((m as u32).wrapping_mul((2 * now_in).wrapping_sub(1)));
+            let nodes = &mut self.nodes_with[k][nw];
+            *nodes = (*nodes & !(1u64 << nbit)) | (u64::from(*cnt != 0) << nbit);
         }
     }
 

@@ -214,6 +214,28 @@
 //! `runq_insert_raw` first): removing all of it would leave XL near 0.4 of
 //! the bound, so issue 19's ratio target (≥ 0.5) is out of reach from the
 //! dispatcher alone.
+//! At 03:29 UTC on 28 Nov (load 3.9 → 2.8, not a quiet window; 5
+//! interleaved rounds of `ampsched bench --case L --case XL --bound`, main at
+//! ca0e549 against this build) a steal candidacy flipped without a branch on
+//! the data (`Credit::flip_candidacy`: which set changed, in or out, a node's
+//! first or last candidate — 1.16 M of the 8.4 M conditional branches a
+//! simulated predictor (cachegrind, `--branch-sim`) mispredicts in 6 s of XL,
+//! left to 0.12 M) and the engine's test for a dispatcher's effects inlined
+//! (`Sim::flush_fx`: most calls ask for none) took XL from a median of 123.7
+//! to 119.2 ns per event (ratio to the bound 0.24-0.25 → 0.24-0.27; 55.5-57.0
+//! → 56.8-58.9 simulated s per CPU s) and L from 112.8 to 110.0; whole
+//! processes 0.978 of the parent's CPU time (0.970-0.983), and 0.977 in 10
+//! pairs of `bench --child --case XL` (load 5.9); outputs byte-identical. The
+//! profile at this point is stalls as much as instructions: a completion's
+//! first reads of its task (`pop_op`, `settle`'s run time by class) and of
+//! the ring's node, a switch's first read of the task it starts. Prefetching
+//! the next event's task and node while the current one is handled (the
+//! ring's first key, decoded, and `_mm_prefetch` of four task lines) measured
+//! 1.018 of the parent's CPU time in XL (8 pairs, load 6): the hint's own
+//! loads and bit scans cost more than the misses it hid, and it was dropped;
+//! the same with plain reads moved the stall to the reads. A fat-LTO,
+//! one-codegen-unit build measured 0.986 in XL (8 pairs, load 5.4), for a
+//! release build several times longer, and was not adopted.
 
 use crate::library::Library;
 use crate::scenario::{Scenario, ScenarioError};

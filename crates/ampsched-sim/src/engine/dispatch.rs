@@ -22,7 +22,17 @@ macro_rules! view {
 }
 
 impl Sim {
+    /// Take the effects the dispatcher asked for (most calls ask none: the
+    /// test is inlined, the work is not).
+    #[inline]
     pub(super) fn flush_fx(&mut self) {
+        if !self.fx.resched.is_empty() || !self.fx.stall.is_empty() {
+            self.flush_fx_some();
+        }
+    }
+
+    #[inline(never)]
+    fn flush_fx_some(&mut self) {
         for i in 0..self.fx.resched.len() {
             let c = self.fx.resched[i];
             if self.cpus[c.idx()].busy_stalled() {
