@@ -191,6 +191,11 @@ mod ranged {
     ranged!(opt fraction_off_opt, f64, check_f64, "fraction_off", 0.0, 1.0, "share of time");
     ranged!(opt on_ms_opt, f64, check_f64, "on_ms", 1e-3, MAX_MS, "ms");
     ranged!(opt off_ms_opt, f64, check_f64, "off_ms", 1e-3, MAX_MS, "ms");
+    ranged!(opt traffic_pps_opt, f64, check_f64, "traffic_pps", 1.0, 1e8, "packets per second");
+    ranged!(opt packet_us_opt, f64, check_f64, "packet_us", 1e-3, 1e4, "µs of CPU per packet");
+    ranged!(opt irq_per_s_opt, f64, check_f64, "irq_per_s", 1.0, 1e6, "hard interrupts per second");
+    ranged!(opt irq_us_opt, f64, check_f64, "irq_us", 0.0, 1e4, "µs of CPU per hard interrupt");
+    ranged!(opt ring_opt, u32, check_u32, "ring", 1, 3000, "receive descriptors, ≤ netdev_budget × MAX_SOFTIRQ_RESTART");
     ranged!(opt l2_kb_opt, u32, check_u32, "l2_kb", 1, MAX_KB, "KiB");
     ranged!(opt llc_kb_opt, u32, check_u32, "llc_kb", 1, MAX_KB, "KiB");
     ranged!(opt llc_gbps_opt, f64, check_f64, "llc_refill_gbps", GBPS.0, GBPS.1, "GB/s");
@@ -330,6 +335,21 @@ pub struct NoiseGroupSpec {
     /// ends and ticks due inside it only at its end. Default false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall: Option<bool>,
+    /// Traffic noise: packets per second arriving at the NIC whose interrupts this CPU takes.
+    #[serde(default, deserialize_with = "ranged::traffic_pps_opt", skip_serializing_if = "Option::is_none")]
+    pub traffic_pps: Option<f64>,
+    /// Traffic noise: CPU time of the receive softirq per packet, µs.
+    #[serde(default, deserialize_with = "ranged::packet_us_opt", skip_serializing_if = "Option::is_none")]
+    pub packet_us: Option<f64>,
+    /// Traffic noise: hard interrupts per second (the NIC's interrupt moderation).
+    #[serde(default, deserialize_with = "ranged::irq_per_s_opt", skip_serializing_if = "Option::is_none")]
+    pub irq_per_s: Option<f64>,
+    /// Traffic noise: CPU time of one hard interrupt, µs.
+    #[serde(default, deserialize_with = "ranged::irq_us_opt", skip_serializing_if = "Option::is_none")]
+    pub irq_us: Option<f64>,
+    /// Traffic noise: receive ring size (default 256, e1000's `RxDescriptors`).
+    #[serde(default, deserialize_with = "ranged::ring_opt", skip_serializing_if = "Option::is_none")]
+    pub ring: Option<u32>,
 }
 
 /// Cache parameters (all optional; defaults in `topology`).

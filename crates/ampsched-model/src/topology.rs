@@ -42,6 +42,24 @@ pub enum NoiseSpec {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         stall: bool,
     },
+    /// The work a flood of network traffic causes on the CPU that takes the NIC's
+    /// interrupts: every `1 / irq_per_s` (interrupt moderation) one hard interrupt and
+    /// the receive softirq for the packets that arrived since (a seeded Poisson count at
+    /// `pps`, at most `ring`), each batch taking the whole CPU (`crates/ampsched-sim/src/engine/cpu.rs`, "Traffic").
+    Traffic {
+        /// Packets per second arriving (the flood's rate).
+        pps: f64,
+        /// CPU time of the receive path per packet (NET_RX softirq).
+        per_packet: Nanos,
+        /// Hard interrupts per second (the NIC's interrupt moderation).
+        irq_per_s: f64,
+        /// CPU time of one hard interrupt.
+        per_irq: Nanos,
+        /// Receive ring size: packets beyond it in one batch are dropped by the NIC.
+        ring: u32,
+        /// Noise fraction between batches.
+        between: f64,
+    },
 }
 
 impl NoiseSpec {
@@ -58,6 +76,22 @@ impl NoiseSpec {
                     (fraction_on * on.0 as f64 + fraction_off * off.0 as f64) / t
                 }
             }
+            NoiseSpec::Traffic { between, .. } => {
+                let b = self.traffic_share();
+                b + (1.0 - b) * between
+            }
+        }
+    }
+
+    /// Traffic noise: the share of the CPU its batches take, at the mean batch (packets
+    /// beyond the ring not counted); 0 for other noise.
+    pub fn traffic_share(&self) -> f64 {
+        match self {
+            NoiseSpec::Traffic { pps, per_packet, irq_per_s, per_irq, ring, .. } => {
+                let batch = (pps / irq_per_s).min(f64::from(*ring));
+                (irq_per_s * (per_irq.0 as f64 + batch * per_packet.0 as f64) / 1e9).min(1.0)
+            }
+            _ => 0.0,
         }
     }
 }

@@ -335,3 +335,57 @@ fn stall_marks_bursty_noise_only() {
     let e = err(&m("{ cpus = \"0\", fraction = 0.1, stall = true }"));
     assert!(e.contains("machine.noise[0].stall") && e.contains("bursty noise only"), "{e}");
 }
+
+#[test]
+fn traffic_batches_take_the_whole_cpu_at_the_flood_rate() {
+    // Traffic noise (engine/cpu.rs, "Traffic"): 1 000 interrupts/s, each a
+    // 20 µs hard interrupt plus 3 µs per packet. At 1 000 000 packets/s a
+    // batch's Poisson mean, 1 000, is far past the 100-descriptor ring, so
+    // every batch is the full ring: 20 + 100 × 3 = 320 µs of the whole CPU
+    // every 1 ms (32 %). The first interrupt comes at 1 ms. A task computing
+    // 8.14 ms alone: 1 ms of work before the first batch, then 0.68 ms per
+    // interval (10 intervals: 6.8 ms, at 11 ms), then the 11th batch (to
+    // 11.32 ms) and the last 0.34 ms: it ends at 11.66 ms, with 11 batches
+    // (3.52 ms) as noise and 8.14 ms busy.
+    let m = |noise: &str, ms: f64| {
+        format!(
+            "[machine]\ncpus = [{{ class = \"slow\" }}]\nnoise = [{noise}]\n[[domain]]\nname = \"a\"\nvcpus = 1\n\
+             workload = {{ program = [{{ compute = {{ ms = {ms} }} }}] }}\n"
+        )
+    };
+    let full = "{ cpus = \"0\", traffic_pps = 1000000, packet_us = 3, irq_per_s = 1000, irq_us = 20, ring = 100 }";
+    let r = run(&m(full, 8.14), 1);
+    assert_eq!(r.domains[0].completion_ns, Some(11_660_000));
+    assert_eq!(r.cpus[0].noise_ns, 3_520_000);
+    assert_eq!(r.cpus[0].busy_ns, 8_140_000);
+    // Below the ring the batches vary with the seed (Poisson counts of mean
+    // 115 000 / 4 000 = 28.75 at 3.4 µs + 2 µs per interrupt: 39.9 % of the
+    // CPU), and over 10 s of work the CPU loses that share to within 0.5 %.
+    let flood = "{ cpus = \"0\", traffic_pps = 115000, packet_us = 3.4, irq_per_s = 4000, irq_us = 2 }";
+    let sc = scenario(&m(flood, 10_000.0));
+    assert!((sc.topo.cpus[0].noise.mean_fraction() - 0.399).abs() < 1e-3);
+    let r = run(&m(flood, 10_000.0), 1);
+    let share = r.cpus[0].noise_ns as f64 / r.end_ns as f64;
+    assert!((share - 0.399).abs() < 0.005, "share {share}");
+    assert_ne!(r.end_ns, run(&m(flood, 10_000.0), 2).end_ns, "the seed draws the batches");
+}
+
+#[test]
+fn traffic_noise_errors_name_the_field() {
+    let m = |noise: &str| {
+        format!("[machine]\ncpus = [{{ class = \"slow\" }}]\nnoise = [{noise}]\n[[domain]]\nname = \"a\"\nvcpus = 1\nworkload = {{ model = \"mcf\" }}\n")
+    };
+    let e = err(&m("{ cpus = \"0\", traffic_pps = 1000, irq_per_s = 1000 }"));
+    assert!(e.contains("machine.noise[0].packet_us") && e.contains("traffic noise needs"), "{e}");
+    let e = err(&m("{ cpus = \"0\", traffic_pps = 1000, packet_us = 3 }"));
+    assert!(e.contains("machine.noise[0].irq_per_s"), "{e}");
+    let e = err(&m("{ cpus = \"0\", traffic_pps = 1000, packet_us = 3, irq_per_s = 1000, on_ms = 1 }"));
+    assert!(e.contains("machine.noise[0].on_ms") && e.contains("takes `packet_us`"), "{e}");
+    let e = err(&m("{ cpus = \"0\", fraction = 0.1, ring = 64 }"));
+    assert!(e.contains("machine.noise[0].ring") && e.contains("traffic noise only"), "{e}");
+    let e = err(&m("{ cpus = \"0\", traffic_pps = 1000, packet_us = 3, irq_per_s = 1000, ring = 4096 }"));
+    assert!(e.contains("ring") && e.contains("3000"), "{e}");
+    // 400 000 packets/s at 3 µs: 120 % of the CPU.
+    let e = err(&m("{ cpus = \"0\", traffic_pps = 400000, packet_us = 3, irq_per_s = 4000 }"));
+    assert!(e.contains("machine.noise[0].traffic_pps") && e.contains("ksoftirqd"), "{e}");
+}

@@ -7,12 +7,43 @@
 //! rounded to whole ns only in results and placer snapshots; noise is the
 //! share of a CPU's time that is stolen (it counts neither as busy nor idle).
 //!
-//! May import: the model (`CpuInfo`, `NoiseSpec`) and `engine::fixed`. Must never import the
-//! event loop, tasks, the dispatcher or placer bridges: the engine tells a
+//! **Traffic** (`NoiseSpec::Traffic`, a `[[machine.noise]]` entry with
+//! `traffic_pps`): the noise of a CPU that takes a flooded NIC's interrupts,
+//! as the work the packets cause rather than a share drawn at random. Under
+//! a sustained flood a NAPI driver with interrupt moderation raises one hard
+//! interrupt per moderation interval (`irq_per_s`; e1000's
+//! `InterruptThrottleRate` settles at 4 000/s for bulk traffic,
+//! `e1000_update_itr`'s `bulk_latency`); the handler (`irq_us`) masks the
+//! NIC's interrupts and schedules the poll (`napi_schedule`), and on
+//! `irq_exit` the NET_RX softirq (`net_rx_action`) polls the ring until it is
+//! empty, each packet costing `packet_us` (driver, `netif_receive_skb`, the
+//! protocol layers). So each interrupt brings one batch: the packets that
+//! arrived since the last, a seeded Poisson count of mean `pps / irq_per_s`
+//! (packets of a flood arrive independently of the moderation timer), at
+//! most the ring (`ring`, default 256, e1000's `RxDescriptors`; the NIC
+//! drops the rest), and the batch holds the whole CPU — hard and soft
+//! interrupt context preempt every task — for `irq_us + n × packet_us`. The
+//! next interrupt comes one moderation interval after this one. Between
+//! batches the CPU has `fraction_off` of other noise (default 0). Deferral to
+//! ksoftirqd is not modelled because it cannot happen here: `net_rx_action`
+//! stops after `netdev_budget` (300) packets and re-raises NET_RX;
+//! `__do_softirq` restarts up to MAX_SOFTIRQ_RESTART (10) times before it
+//! wakes ksoftirqd (`wakeup_softirqd`), so only a batch beyond 3 000
+//! packets would be deferred, and the ring is at most 3 000 (the parser
+//! rejects more, and traffic whose batches would take more than
+//! `MAX_NOISE` of the CPU: NAPI would then poll without pause). What the
+//! balancers see is the kernel's view: batch time is noise (softirq and irq
+//! time in `/proc/stat`), never a task. Worked example (test
+//! `traffic_batches_take_the_whole_cpu_at_the_flood_rate`).
+//!
+//! May import: the model (`CpuInfo`, `NoiseSpec`), `engine::fixed` and `engine::random`. Must
+//! never import the event loop, tasks, the dispatcher or placer bridges: the engine tells a
 //! CPU when its state changes; this room only keeps its books.
 
 use super::fixed::{amount, share, ONE};
+use super::random;
 use ampsched_model::{CpuInfo, Nanos, NoiseSpec, TaskId, Topology};
+use rand_chacha::ChaCha8Rng;
 
 /// The machine as the engine runs it for `disp`: a dispatcher with an RT
 /// class (`Dispatcher::models_rt_load`, e.g. `linux`) runs the RT loads
@@ -37,6 +68,9 @@ pub(super) fn rt_loads_for(mut topo: Topology, models_rt: bool) -> Topology {
                 random,
                 stall,
             },
+            NoiseSpec::Traffic { pps, per_packet, irq_per_s, per_irq, ring, between } => {
+                NoiseSpec::Traffic { pps, per_packet, irq_per_s, per_irq, ring, between: both(between) }
+            }
         };
     }
     topo
@@ -89,6 +123,9 @@ pub(super) struct Cpu {
     pub(super) seized: bool,
     /// When the seizure ends (meaningful while `seized`).
     pub(super) seized_until: Nanos,
+    /// Traffic noise: the length of the last batch (the gap to the next interrupt is the
+    /// rest of the moderation interval).
+    batch: Nanos,
     pub(super) busy: u128,
     pub(super) idle: u128,
     pub(super) noise_t: u128,
@@ -116,6 +153,7 @@ impl Cpu {
             free: (0.0, ONE),
             seized: false,
             seized_until: Nanos::ZERO,
+            batch: Nanos::ZERO,
             noise_on: false,
             stalls: matches!(c.noise, NoiseSpec::Bursty { stall: true, .. }),
             tick_owed: false,
@@ -129,13 +167,19 @@ impl Cpu {
             p_idle: 0,
             p_noise: 0,
         };
-        if let NoiseSpec::Bursty { fraction_on, fraction_off, .. } = c.noise {
-            cpu.phases = [fraction_off, fraction_on].map(|f| (f, share(1.0 - f)));
+        match c.noise {
+            NoiseSpec::Bursty { fraction_on, fraction_off, .. } => {
+                cpu.phases = [fraction_off, fraction_on].map(|f| (f, share(1.0 - f)));
+            }
+            // A batch of interrupts takes the whole CPU (module essay, "Traffic").
+            NoiseSpec::Traffic { between, .. } => cpu.phases = [(between, share(1.0 - between)), (1.0, 0)],
+            _ => {}
         }
         cpu.set_noise(match c.noise {
             NoiseSpec::None => 0.0,
             NoiseSpec::Constant { fraction } => fraction,
             NoiseSpec::Bursty { fraction_off, .. } => fraction_off,
+            NoiseSpec::Traffic { between, .. } => between,
         });
         cpu
     }
@@ -158,6 +202,22 @@ impl Cpu {
     #[inline]
     fn apply_share(&mut self) {
         (self.noise, self.avail) = if self.seized { (1.0, 0) } else { self.free };
+    }
+
+    /// Traffic noise `spec`: the length of the phase that starts now — a batch (`on`: the
+    /// hard interrupt and the packets that arrived in one moderation interval, a Poisson
+    /// count drawn from `rng`, at most the ring) or the gap to the next interrupt (the rest
+    /// of the interval after the last batch, at least 1 ns). Module essay, "Traffic".
+    pub(super) fn traffic_phase(&mut self, spec: &NoiseSpec, rng: &mut ChaCha8Rng, on: bool) -> Nanos {
+        let NoiseSpec::Traffic { pps, per_packet, irq_per_s, per_irq, ring, .. } = *spec else { return Nanos::MAX };
+        let interval = Nanos((1e9 / irq_per_s).round() as u64);
+        if on {
+            let n = random::poisson(rng, pps / irq_per_s, ring);
+            self.batch = Nanos(per_irq.0 + u64::from(n) * per_packet.0);
+            self.batch
+        } else {
+            Nanos(interval.0.saturating_sub(self.batch.0).max(1))
+        }
     }
 
     /// Whether the CPU is inside a stall now (a burst of stalling noise).

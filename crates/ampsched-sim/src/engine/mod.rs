@@ -350,7 +350,7 @@ impl Sim {
             self.push(at, Ev::Domain(i as u32));
         }
         for c in 0..self.cpus.len() {
-            if let NoiseSpec::Bursty { .. } = self.topo.cpus[c].noise {
+            if let NoiseSpec::Bursty { .. } | NoiseSpec::Traffic { .. } = self.topo.cpus[c].noise {
                 let d = self.noise_len(c, false);
                 self.push(d, Ev::Noise(CpuId(c as u32)));
             }
@@ -399,7 +399,7 @@ impl Sim {
                 Nanos(mean.0.max(1))
             }
         } else {
-            Nanos::MAX
+            self.cpus[c].traffic_phase(&self.topo.cpus[c].noise, &mut self.rng, on)
         }
     }
 

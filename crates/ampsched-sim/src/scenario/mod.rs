@@ -110,6 +110,65 @@ pub const DEFAULT_MAX_S: f64 = 3600.0;
 /// Noise above this fraction would leave a CPU all but dead.
 pub const MAX_NOISE: f64 = 0.95;
 
+/// Default receive ring of traffic noise: e1000's `RxDescriptors` default.
+pub const DEFAULT_RING: u32 = 256;
+
+/// A `[[machine.noise]]` entry with `traffic_pps` (at `p`): traffic noise
+/// (`NoiseSpec::Traffic`; `engine/cpu.rs`, "Traffic"). It needs `packet_us` and `irq_per_s`,
+/// takes `irq_us` (default 0), `ring` (default 256) and `fraction_off` (noise between
+/// batches, default 0), and nothing of constant or bursty noise; its batches must leave the
+/// CPU more than 1 − `MAX_NOISE` of its time.
+fn traffic_noise(nz: &ampsched_model::spec::NoiseGroupSpec, p: &str) -> Result<NoiseSpec, ModelError> {
+    for (field, set) in [
+        ("fraction", nz.fraction.is_some()),
+        ("on_ms", nz.on_ms.is_some()),
+        ("off_ms", nz.off_ms.is_some()),
+        ("fraction_on", nz.fraction_on.is_some()),
+        ("random", nz.random.is_some()),
+        ("stall", nz.stall.is_some()),
+    ] {
+        if set {
+            return Err(ModelError::new(
+                format!("{p}.{field}"),
+                "traffic noise (`traffic_pps`) takes `packet_us`, `irq_per_s`, `irq_us`, `ring` and `fraction_off` only",
+            ));
+        }
+    }
+    let need = |v: Option<f64>, field: &str, what: &str| {
+        v.ok_or_else(|| ModelError::new(format!("{p}.{field}"), format!("traffic noise needs `{field}` ({what})")))
+    };
+    let packet_us = need(nz.packet_us, "packet_us", "µs of CPU the receive path takes per packet")?;
+    let irq_per_s = need(nz.irq_per_s, "irq_per_s", "hard interrupts per second, the NIC's interrupt moderation")?;
+    let between = nz.fraction_off.unwrap_or(0.0);
+    if !(0.0..=MAX_NOISE).contains(&between) {
+        return Err(ModelError::new(
+            format!("{p}.fraction_off"),
+            format!("must be in [0, {MAX_NOISE}], got {between}"),
+        ));
+    }
+    let noise = NoiseSpec::Traffic {
+        pps: nz.traffic_pps.unwrap_or(0.0),
+        per_packet: Nanos((packet_us * 1e3).round() as u64),
+        irq_per_s,
+        per_irq: Nanos((nz.irq_us.unwrap_or(0.0) * 1e3).round() as u64),
+        ring: nz.ring.unwrap_or(DEFAULT_RING),
+        between,
+    };
+    let share = noise.traffic_share();
+    if share > MAX_NOISE {
+        return Err(ModelError::new(
+            format!("{p}.traffic_pps"),
+            format!(
+                "the traffic's batches would take {:.1} % of the CPU (> {} %): the receive path \
+                 would never catch up and Linux would defer it to ksoftirqd, which is not modelled",
+                share * 100.0,
+                MAX_NOISE * 100.0
+            ),
+        ));
+    }
+    Ok(noise)
+}
+
 /// The field path a policy error points at: `{kind}.name` or `{kind}.{param}`.
 fn policy_path(kind: &str, e: &ampsched_policy::PolicyError) -> String {
     if e.param.is_empty() {
@@ -379,31 +438,44 @@ fn build_topology(spec: &ScenarioSpec) -> Result<Topology, ModelError> {
                 "`stall` applies to bursty noise only (give `on_ms`, `off_ms` and `fraction_on`)",
             ));
         }
-        let noise = match (nz.fraction, nz.on_ms, nz.off_ms) {
-            (Some(_), None, None) => NoiseSpec::Constant { fraction: frac(nz.fraction, "fraction")? },
-            (None, Some(on), Some(off)) => {
-                if !(on > 0.0 && off > 0.0) {
-                    return Err(ModelError::new(format!("{p}.on_ms"), "on_ms and off_ms must be > 0"));
-                }
-                if nz.fraction_on.is_none() {
-                    return Err(ModelError::new(format!("{p}.fraction_on"), "bursty noise needs fraction_on"));
-                }
-                NoiseSpec::Bursty {
-                    fraction_on: frac(nz.fraction_on, "fraction_on")?,
-                    fraction_off: frac(nz.fraction_off, "fraction_off")?,
-                    on: Nanos::from_ms_f64(on),
-                    off: Nanos::from_ms_f64(off),
-                    random: nz.random.unwrap_or(false),
-                    stall: nz.stall.unwrap_or(false),
-                }
-            }
-            _ => {
+        let noise =
+            if nz.traffic_pps.is_some() {
+                traffic_noise(nz, &p)?
+            } else if let Some(f) = [("packet_us", nz.packet_us.is_some()), ("irq_per_s", nz.irq_per_s.is_some())]
+                .into_iter()
+                .chain([("irq_us", nz.irq_us.is_some()), ("ring", nz.ring.is_some())])
+                .find(|f| f.1)
+            {
                 return Err(ModelError::new(
-                    p,
-                    "give either `fraction` (constant noise) or `on_ms`, `off_ms` and `fraction_on` (bursty noise)",
-                ))
-            }
-        };
+                    format!("{p}.{}", f.0),
+                    "applies to traffic noise only (give `traffic_pps`, `packet_us` and `irq_per_s`)",
+                ));
+            } else {
+                match (nz.fraction, nz.on_ms, nz.off_ms) {
+                    (Some(_), None, None) => NoiseSpec::Constant { fraction: frac(nz.fraction, "fraction")? },
+                    (None, Some(on), Some(off)) => {
+                        if !(on > 0.0 && off > 0.0) {
+                            return Err(ModelError::new(format!("{p}.on_ms"), "on_ms and off_ms must be > 0"));
+                        }
+                        if nz.fraction_on.is_none() {
+                            return Err(ModelError::new(format!("{p}.fraction_on"), "bursty noise needs fraction_on"));
+                        }
+                        NoiseSpec::Bursty {
+                            fraction_on: frac(nz.fraction_on, "fraction_on")?,
+                            fraction_off: frac(nz.fraction_off, "fraction_off")?,
+                            on: Nanos::from_ms_f64(on),
+                            off: Nanos::from_ms_f64(off),
+                            random: nz.random.unwrap_or(false),
+                            stall: nz.stall.unwrap_or(false),
+                        }
+                    }
+                    _ => return Err(ModelError::new(
+                        p,
+                        "give either `fraction` (constant noise), `on_ms`, `off_ms` and `fraction_on` (bursty noise) \
+                     or `traffic_pps`, `packet_us` and `irq_per_s` (traffic noise)",
+                    )),
+                }
+            };
         for c in set.iter() {
             cpus[c.idx()].noise = noise.clone();
         }
