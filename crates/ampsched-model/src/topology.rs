@@ -77,19 +77,19 @@ impl NoiseSpec {
                 }
             }
             NoiseSpec::Traffic { between, .. } => {
-                let b = self.traffic_share();
+                let b = self.traffic_share().min(1.0);
                 b + (1.0 - b) * between
             }
         }
     }
 
-    /// Traffic noise: the share of the CPU its batches take, at the mean batch (packets
-    /// beyond the ring not counted); 0 for other noise.
+    /// Traffic noise: the share of the CPU its batches would take at the mean batch (packets
+    /// beyond the ring not counted; above 1 when they could not all be served); 0 for other noise.
     pub fn traffic_share(&self) -> f64 {
         match self {
             NoiseSpec::Traffic { pps, per_packet, irq_per_s, per_irq, ring, .. } => {
                 let batch = (pps / irq_per_s).min(f64::from(*ring));
-                (irq_per_s * (per_irq.0 as f64 + batch * per_packet.0 as f64) / 1e9).min(1.0)
+                irq_per_s * (per_irq.0 as f64 + batch * per_packet.0 as f64) / 1e9
             }
             _ => 0.0,
         }
