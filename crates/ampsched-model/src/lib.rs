@@ -19,4 +19,4 @@ pub use error::ModelError;
 pub use ids::{CpuId, DomainId, TaskId};
 pub use program::{Op, Program, Schedule, Wait};
 pub use time::Nanos;
-pub use topology::{CpuClass, CpuInfo, MemoryBus, NoiseSpec, RtLoad, Topology};
+pub use topology::{CpuClass, CpuInfo, IoBackend, MemoryBus, NoiseSpec, RtLoad, Topology};

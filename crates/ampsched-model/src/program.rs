@@ -80,6 +80,13 @@ pub enum Op {
         /// Wall time.
         dur: Nanos,
     },
+    /// An I/O of device time `dur`: a plain sleep, or, on a machine with an I/O
+    /// back end (`Topology::io_backend`), a request through the back-end
+    /// domain's vCPU, which works before and after the device's time.
+    Io {
+        /// The device's time.
+        dur: Nanos,
+    },
     /// Block for a random wall-clock duration, exponentially distributed with
     /// mean `mean` (Poisson arrivals); drawn from the run's seeded generator.
     SleepExp {

@@ -125,6 +125,8 @@ pub mod limits {
     pub const MAX_REACTION_US: f64 = 1e6;
     /// Longest vCPU wake-up latency, µs (`[machine] wake_latency_us`): 10 ms, one credit tick.
     pub const MAX_WAKE_LATENCY_US: f64 = 1e4;
+    /// Longest CPU work of an I/O back end per request or response, µs (`[machine.io_backend]`): one credit tick.
+    pub const MAX_BACKEND_US: f64 = 1e4;
 }
 
 /// A number as a person reads it: plain for ordinary magnitudes, `1e300` / `1e-12` for extreme ones.
@@ -208,6 +210,8 @@ mod ranged {
     ranged!(one at_ms, f64, check_f64, "at_ms", 0.0, MAX_MS, "ms of simulated time");
     ranged!(opt reaction_us_opt, f64, check_f64, "reaction_us", 0.0, MAX_REACTION_US, "µs from a fast CPU going idle to the agent's move");
     ranged!(opt wake_latency_us_opt, f64, check_f64, "wake_latency_us", 0.0, MAX_WAKE_LATENCY_US, "µs from an event to the woken vCPU's wake-up");
+    ranged!(one request_us, f64, check_f64, "io_backend.request_us", 0.0, MAX_BACKEND_US, "µs of back-end CPU work per request at speed 1.0");
+    ranged!(one response_us, f64, check_f64, "io_backend.response_us", 0.0, MAX_BACKEND_US, "µs of back-end CPU work per response at speed 1.0");
 }
 
 /// A whole scenario file.
@@ -405,6 +409,25 @@ pub struct MachineSpec {
     /// Default false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llc_contention: Option<bool>,
+    /// The domain that serves the guests' I/O (`[machine.io_backend]`, Xen's split drivers:
+    /// `topology::Topology::io_backend`); absent: an I/O is a plain sleep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_backend: Option<IoBackendSpec>,
+}
+
+/// `[machine.io_backend]`: the background domain whose vCPUs run the back-end
+/// drivers (Xen's dom0 with blkback/netback) and the CPU work each I/O costs it.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct IoBackendSpec {
+    /// Name of the back-end domain (a `[[domain]]` with `background = true`).
+    pub domain: String,
+    /// Back-end CPU work per request (ring read, grant map, bio submit), µs at speed 1.0.
+    #[serde(deserialize_with = "ranged::request_us")]
+    pub request_us: f64,
+    /// Back-end CPU work per response (bio completion, grant unmap, response, notify), µs at speed 1.0.
+    #[serde(deserialize_with = "ranged::response_us")]
+    pub response_us: f64,
 }
 
 /// The shared memory bus (`topology::MemoryBus`): its bandwidth and what one
@@ -672,6 +695,12 @@ pub enum OpSpec {
         /// Wall time, ms.
         ms: f64,
     },
+    /// `{ io = { ms = 2 } }`: an I/O of this device time (a sleep, or a request to
+    /// the machine's I/O back end when it has one: `[machine.io_backend]`).
+    Io {
+        /// Device time, ms.
+        ms: f64,
+    },
     /// `{ sleep_exp = { mean_ms = 8 } }`: an exponentially distributed sleep
     /// (Poisson arrivals), drawn from the run's seed.
     SleepExp {
@@ -788,6 +817,7 @@ fn compile_into(ops: &[OpSpec], path: &str, out: &mut Vec<Op>) -> Result<(), Mod
             OpSpec::Sleep { ms } => {
                 out.push(Op::Sleep { dur: Nanos::from_ms_f64(nonneg(*ms, format!("{p}.sleep.ms"), "ms")?) })
             }
+            OpSpec::Io { ms } => out.push(Op::Io { dur: Nanos::from_ms_f64(nonneg(*ms, format!("{p}.io.ms"), "ms")?) }),
             OpSpec::SleepExp { mean_ms } => {
                 let mean = nonneg(*mean_ms, format!("{p}.sleep_exp.mean_ms"), "ms")?;
                 if mean <= 0.0 {

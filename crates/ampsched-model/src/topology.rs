@@ -271,6 +271,22 @@ pub struct Topology {
     /// to itself.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub llc_contention: bool,
+    /// The domain whose vCPUs serve the guests' I/O (`Op::Io`) as Xen's dom0
+    /// runs the split drivers' back ends (the engine's `engine/backend.rs`);
+    /// `None`: an I/O is a plain sleep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_backend: Option<IoBackend>,
+}
+
+/// An I/O back-end domain and what each I/O costs its vCPU (`Topology::io_backend`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoBackend {
+    /// The back-end domain (a background domain).
+    pub domain: crate::DomainId,
+    /// CPU work per request, at speed 1.0.
+    pub request: Nanos,
+    /// CPU work per response, at speed 1.0.
+    pub response: Nanos,
 }
 
 impl Topology {
@@ -306,6 +322,7 @@ impl Topology {
             clock_modulation: false,
             wake_latency: Nanos::ZERO,
             llc_contention: false,
+            io_backend: None,
         }
     }
 

@@ -248,7 +248,18 @@ const PHASED_PARAMS: &[ParamDef] = &[
     ),
     p("serial_every", int(0, MAX_COUNT), Val::I(0), "a sequential section after every k phases (0 = never)"),
     p("serial_ms", float(0.0, MAX_TIME), Val::F(0.0), "work of a sequential section on thread 0, ms"),
-    p("io_ms", float(0.0, MAX_TIME), Val::F(0.0), "wall-time I/O (sleep) of thread 0 in each sequential section, ms"),
+    p(
+        "io_ms",
+        float(0.0, MAX_TIME),
+        Val::F(0.0),
+        "I/O device time of thread 0 in each sequential section (a sleep, or requests to the machine's I/O back end), ms",
+    ),
+    p(
+        "io_requests",
+        int(1, MAX_COUNT),
+        Val::I(1),
+        "I/O requests a section's io_ms is split into, issued one after another (each waits for the last)",
+    ),
     p(
         "lock_every",
         float(0.0, MAX_TIME),
@@ -748,6 +759,7 @@ fn build_phased(r: &Resolved, threads: u32, m: MemSpec) -> Result<Vec<Program>, 
     let every_k = r.i("serial_every") as u32;
     let serial = Nanos::from_ms_f64(r.f("serial_ms"));
     let io = Nanos::from_ms_f64(r.f("io_ms"));
+    let io_n = count_u32(r.i("io_requests"), r, "io_requests", "I/O requests")?;
     let wait = wait_of(r);
     if io.0 > 0 && every_k == 0 {
         return Err(r.err("io_ms", "needs sequential sections: set serial_every ≥ 1 (or io_ms = 0)"));
@@ -801,7 +813,10 @@ fn build_phased(r: &Resolved, threads: u32, m: MemSpec) -> Result<Vec<Program>, 
                 if t == 0 {
                     b.compute(serial);
                     if io.0 > 0 {
-                        b.push(Op::Sleep { dur: io });
+                        // n − 1 requests of io / n, the last one with the remainder: their sum is `io`.
+                        let each = Nanos(io.0 / io_n as u64);
+                        b.repeat(io_n - 1, |b| b.push(Op::Io { dur: each }));
+                        b.push(Op::Io { dur: Nanos(each.0 + io.0 % io_n as u64) });
                     }
                 }
                 b.push(Op::Barrier { id: 1, wait });
@@ -1675,7 +1690,7 @@ mod tests {
                                 ts[t].stack.pop();
                             }
                         }
-                        Op::Compute { .. } | Op::Sleep { .. } | Op::SleepExp { .. } => {}
+                        Op::Compute { .. } | Op::Sleep { .. } | Op::SleepExp { .. } | Op::Io { .. } => {}
                         other => return Err(format!("op {other:?} is not used by library models")),
                     }
                     if next {
@@ -1831,6 +1846,26 @@ mod tests {
         assert_eq!(p.ops[0], Op::LoopStart { count: 3, end: 2 });
         assert_eq!(p.total_work(), Nanos::from_secs(1));
         assert!(matches!(p.ops[3], Op::Compute { work, .. } if work == Nanos::from_ms(100)));
+    }
+
+    #[test]
+    fn phased_io_is_split_into_requests_that_sum_to_io_ms() {
+        let lib = Library::builtin();
+        // 2 phases, a section after each; thread 0's 10 ms of I/O in 3 requests:
+        // a loop of 2 × 3.333333 ms, then 3.333334 ms, per section (the program
+        // text holds each op once); other threads do none.
+        let o = params(&[("phases", int(2)), ("serial_every", int(1)), ("io_ms", int(10)), ("io_requests", int(3))]);
+        let progs = lib.instantiate("phased", &o, 2, "t").unwrap();
+        let ios: Vec<Nanos> =
+            progs[0].ops.iter().filter_map(|op| if let Op::Io { dur } = op { Some(*dur) } else { None }).collect();
+        assert_eq!(ios, vec![Nanos(3_333_333), Nanos(3_333_334)]);
+        assert!(!progs[1].ops.iter().any(|op| matches!(op, Op::Io { .. })));
+        // One request (the default): one I/O of the whole 10 ms.
+        let o = params(&[("phases", int(2)), ("serial_every", int(1)), ("io_ms", int(10))]);
+        let p = &lib.instantiate("phased", &o, 1, "t").unwrap()[0];
+        assert!(p.ops.contains(&Op::Io { dur: Nanos::from_ms(10) }));
+        let e = lib.instantiate("phased", &params(&[("io_requests", int(0))]), 1, "t").unwrap_err();
+        assert!(e.path.ends_with("io_requests"), "{}", e.path);
     }
 
     #[test]

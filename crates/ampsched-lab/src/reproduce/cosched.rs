@@ -113,7 +113,7 @@ fn sleep_time(p: &Program) -> u64 {
         let mut sum = 0u64;
         while *i < stop {
             match &ops[*i] {
-                Op::Sleep { dur } => sum += dur.0,
+                Op::Sleep { dur } | Op::Io { dur } => sum += dur.0,
                 Op::SleepExp { mean } => sum += mean.0,
                 Op::LoopStart { count, end } => {
                     let end = *end as usize;

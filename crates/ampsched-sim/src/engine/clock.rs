@@ -94,6 +94,8 @@ pub(crate) enum Ev {
     React(CpuId),
     /// A CPU's seizure by the placer's own work may end (`place.rs`; stale unless it is the last planned).
     Seized(CpuId),
+    /// The device finished the I/O of this task (`backend.rs`).
+    Io(TaskId),
 }
 
 /// Bits of an id in a tag: CPUs, tasks and domain changes are fewer than this.
@@ -122,6 +124,7 @@ impl Ev {
             Ev::End => (10, 0),
             Ev::React(c) => (11, c.0),
             Ev::Seized(c) => (12, c.0),
+            Ev::Io(t) => (13, t.0),
         };
         debug_assert!(u64::from(id) <= ID_MASK, "id {id} does not fit an event tag");
         (k << ID_BITS) | u64::from(id)
@@ -144,6 +147,7 @@ impl Ev {
             9 => Ev::TraceSample,
             11 => Ev::React(CpuId(id)),
             12 => Ev::Seized(CpuId(id)),
+            13 => Ev::Io(TaskId(id)),
             _ => Ev::End,
         }
     }
@@ -518,6 +522,8 @@ mod tests {
             Ev::TraceSample,
             Ev::End,
             Ev::Seized(CpuId(big)),
+            Ev::React(CpuId(2)),
+            Ev::Io(TaskId(big)),
         ];
         let mut q = EventQueue::default();
         for (i, e) in all.iter().enumerate() {

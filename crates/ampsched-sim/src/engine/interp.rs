@@ -50,8 +50,19 @@ impl Sim {
         Outcome::Busy
     }
 
+    /// Interpret ops from pc until the task needs time, waits, or ends; a
+    /// back-end vCPU with I/O work queued serves it before it blocks (`backend`).
+    #[inline]
+    pub(super) fn exec(&mut self, t: TaskId, c: CpuId) -> Outcome {
+        let o = self.exec_ops(t);
+        if self.io_on {
+            return self.io_idle(t, c, o);
+        }
+        o
+    }
+
     /// Interpret ops from pc until the task needs time, waits, or ends.
-    pub(super) fn exec(&mut self, t: TaskId, _c: CpuId) -> Outcome {
+    fn exec_ops(&mut self, t: TaskId) -> Outcome {
         loop {
             let tk = &mut self.tasks[t.idx()];
             // Matched in place: an arm copies only its own fields (an op is up to
@@ -90,6 +101,15 @@ impl Sim {
                 Op::Sleep { dur } => {
                     tk.pc += 1;
                     self.plan_wake(t, self.now + dur);
+                    return Outcome::Blocked;
+                }
+                Op::Io { dur } => {
+                    tk.pc += 1;
+                    if self.io_on {
+                        self.io_submit(t, dur);
+                    } else {
+                        self.plan_wake(t, self.now + dur);
+                    }
                     return Outcome::Blocked;
                 }
                 Op::SleepExp { mean } => {

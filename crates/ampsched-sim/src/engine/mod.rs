@@ -71,7 +71,8 @@
 //!   times, progress, migrations, completion planning), `dispatch` (the
 //!   dispatcher bridge: every call into the `Dispatcher`, CPU switches,
 //!   slices), `hv` (the hypervisor's wake-up latency and the stalls a
-//!   dispatcher's signals cost), `interp` (the program interpreter over the sync objects),
+//!   dispatcher's signals cost), `backend` (the guests' I/O served by a
+//!   back-end domain's vCPUs: Xen's split drivers), `interp` (the program interpreter over the sync objects),
 //!   `shared` (tasks joining and leaving a shared LLC),
 //!   `place` (the placer bridge: snapshots and affinity changes), `stats`
 //!   (time series and results), `traced` (Perfetto recording hooks).
@@ -81,6 +82,7 @@
 //! bench or anything in `ampsched-lab`.
 
 mod account;
+mod backend;
 mod bus;
 mod clock;
 mod config;
@@ -197,6 +199,10 @@ pub struct Sim {
     owes: bool,
     /// Released tasks wake after the machine's wake-up latency (`Topology::wake_latency` > 0).
     wake_late: bool,
+    /// The I/O back end serving the guests' `Op::Io` (`Topology::io_backend`; `None`: an I/O is a sleep).
+    io: Option<Box<backend::queues::Backend>>,
+    /// `io` is modelled (a flag beside the hot ones).
+    io_on: bool,
 }
 
 /// Distinct programs a new one is compared with when a run is built (`Sim::new`): a
@@ -260,6 +266,7 @@ impl Sim {
         let wake_late_on = topo.wake_latency.0 > 0;
         let llc =
             topo.llc_contention.then(|| Box::new(llc::Llc::new(&topo.cache, topo.mem_domains.len(), tasks.len())));
+        let io = topo.io_backend.map(|b| Box::new(backend::queues::Backend::new(&b, &cfg.domains, tasks.len())));
         let ids = tasks.len().max(topo.ncpus()).max(cfg.events.len());
         assert!(ids < 1 << clock::ID_BITS, "{ids} tasks, CPUs or domain changes: at most 2^{} fit", clock::ID_BITS);
         Sim {
@@ -310,6 +317,8 @@ impl Sim {
             llc,
             owes: false,
             wake_late: wake_late_on,
+            io_on: io.is_some(),
+            io,
         }
     }
 
@@ -498,6 +507,9 @@ impl Sim {
                 self.settle_with(t, self.tasks[t.idx()].act != Act::Compute);
                 match self.tasks[t.idx()].act {
                     Act::Compute => {
+                        if self.io_on && self.io_job_done(t, c) {
+                            return;
+                        }
                         let tk = &mut self.tasks[t.idx()];
                         // Refill still owed (a short segment) carries over to the next one.
                         tk.work_left = 0;
@@ -550,6 +562,7 @@ impl Sim {
                     self.stall_ended(c);
                 }
             }
+            Ev::Io(g) => self.io_device_done(g),
             Ev::Place => self.run_placer(),
             Ev::React(_) => self.react(),
             Ev::Seized(c) => self.seize_end(c),

@@ -27,7 +27,7 @@ use crate::engine::{SimConfig, TaskInit};
 use crate::library::Library;
 use ampsched_model::spec::{DomainSpec, Params, PolicySpec, ScenarioSpec, WorkloadSpec};
 use ampsched_model::topology::CacheSpec;
-use ampsched_model::{CpuClass, CpuId, CpuInfo, CpuSet, DomainId, ModelError, Nanos, NoiseSpec, Program, Topology};
+use ampsched_model::{CpuClass, CpuId, CpuInfo, CpuSet, DomainId, ModelError, Nanos, NoiseSpec, Op, Program, Topology};
 use ampsched_policy::{dispatcher_by_name, placer_by_name, DomainView};
 use error::{error_at, line_col};
 use std::collections::BTreeMap;
@@ -224,13 +224,14 @@ impl Scenario {
         })?;
         let at = |path: &str, msg: String| error_at(text, file, path, msg);
         let me = |e: ModelError| at(&e.path, e.msg);
-        let topo = build_topology(&spec).map_err(me)?;
+        let mut topo = build_topology(&spec).map_err(me)?;
         let mut rt = RtAppCtx {
             base: Path::new(file).parent().map(Path::to_path_buf).unwrap_or_default(),
             duration: None,
             warnings: Vec::new(),
         };
         let (domains, tasks) = build_domains(&spec, &topo, lib, &mut rt).map_err(me)?;
+        topo.io_backend = io_backend_of(&spec, &tasks).map_err(me)?;
         let dispatcher = spec.dispatcher.clone().unwrap_or(PolicySpec { name: "credit".into(), params: Params::new() });
         let placer = spec.placer.clone().unwrap_or(PolicySpec { name: "none".into(), params: Params::new() });
         dispatcher_by_name(&dispatcher.name, &dispatcher.params, &topo)
@@ -504,6 +505,62 @@ fn build_topology(spec: &ScenarioSpec) -> Result<Topology, ModelError> {
         ));
     }
     Ok(topo)
+}
+
+/// The I/O back end (`[machine.io_backend]`): its domain must be a
+/// background domain whose vCPUs only compute, sleep and wait on timers
+/// (what the engine's `engine/backend.rs` parks while they serve).
+fn io_backend_of(spec: &ScenarioSpec, tasks: &[TaskInit]) -> Result<Option<ampsched_model::IoBackend>, ModelError> {
+    let Some(b) = &spec.machine.io_backend else { return Ok(None) };
+    let backgrounds: Vec<&str> =
+        spec.domains.iter().filter(|d| d.background == Some(true)).map(|d| d.name.as_str()).collect();
+    let allowed = if backgrounds.is_empty() {
+        "the scenario has none: add `background = true` to the domain that runs the back ends (e.g. dom0)".to_string()
+    } else {
+        format!("the scenario's: {}", backgrounds.join(", "))
+    };
+    let path = "machine.io_backend.domain";
+    let Some(d) = spec.domains.iter().position(|d| d.name == b.domain) else {
+        return Err(ModelError::new(
+            path,
+            format!("no [[domain]] is named `{}`: name a background domain ({allowed})", b.domain),
+        ));
+    };
+    if spec.domains[d].background != Some(true) {
+        return Err(ModelError::new(
+            path,
+            format!("domain `{}` is not a background domain: the I/O back end must be one ({allowed})", b.domain),
+        ));
+    }
+    for t in tasks.iter().filter(|t| t.domain.idx() == d) {
+        let bad = t.program.ops.iter().position(|op| {
+            !matches!(
+                op,
+                Op::Compute { .. }
+                    | Op::Sleep { .. }
+                    | Op::SleepExp { .. }
+                    | Op::Timer { .. }
+                    | Op::Runtime { .. }
+                    | Op::LoopStart { .. }
+                    | Op::LoopEnd { .. }
+                    | Op::End
+            )
+        });
+        if let Some(i) = bad {
+            return Err(ModelError::new(
+                format!("domain[{d}].workload"),
+                format!(
+                    "the I/O back-end domain `{}` runs op {i} ({:?}): its vCPUs may only compute, sleep and wait on timers",
+                    b.domain, t.program.ops[i]
+                ),
+            ));
+        }
+    }
+    Ok(Some(ampsched_model::IoBackend {
+        domain: DomainId(d as u32),
+        request: Nanos((b.request_us * 1e3).round() as u64),
+        response: Nanos((b.response_us * 1e3).round() as u64),
+    }))
 }
 
 fn affinity_of(s: &Option<String>, path: String, topo: &Topology) -> Result<CpuSet, ModelError> {
