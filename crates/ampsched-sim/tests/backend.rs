@@ -79,3 +79,23 @@ fn a_backend_that_is_missing_or_not_background_is_refused() {
     let e = parse(&scenario("io_backend = { domain = \"dom0\", request_us = 1 }", "")).unwrap_err();
     assert!(e.contains("response_us"), "{e}");
 }
+
+#[test]
+fn the_cosched_npb_testbed_serves_ft_and_mg_io_through_dom0() {
+    // The shipped scenario: dom0 (domain 0) is the back end at 15 + 15 µs; its
+    // FT case gives vm0's thread 0 500 requests of 0.5 ms per sequential section.
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/cosched/cosched-npb.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let ft: toml::Value = toml::from_str("v = { model = \"npb-ft\", io_ms = 250, io_requests = 500 }").unwrap();
+    let set = std::collections::BTreeMap::from([("vm0_work".to_string(), ft["v"].clone())]);
+    let sc = Scenario::parse_with(&text, path, "cosched-npb", &Library::builtin(), &set).unwrap();
+    let b = sc.topo.io_backend.expect("an I/O back end");
+    assert_eq!((b.domain.0, b.request.0, b.response.0), (0, 15_000, 15_000));
+    let vm0 = sc.domains.iter().position(|d| d.name == "vm0").unwrap() as u32;
+    let t0 = sc.tasks.iter().find(|t| t.domain.0 == vm0).unwrap();
+    let io: Vec<_> = t0.program.ops.iter().filter(|op| matches!(op, ampsched_model::Op::Io { .. })).collect();
+    assert_eq!(io, [&ampsched_model::Op::Io { dur: ampsched_model::Nanos(500_000) }; 2]);
+    // Its default case (BT) does no I/O.
+    let sc = Scenario::parse(&text, path, "cosched-npb", &Library::builtin()).unwrap();
+    assert!(sc.tasks.iter().all(|t| !t.program.ops.iter().any(|op| matches!(op, ampsched_model::Op::Io { .. }))));
+}

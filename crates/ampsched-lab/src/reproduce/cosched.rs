@@ -293,6 +293,9 @@ fn analyse(all: &[Runs]) -> Report {
              The testbed's hypervisor costs are on in cosched-lu and cosched-npb (docs/design/cosched.md): a \
              woken vCPU runs 10 µs after the event that woke it, each co-scheduling signal stalls the pCPU it \
              reaches for 10 µs, and vCPUs computing at once share the 2 MiB last-level cache. \
+             In cosched-npb, FT and MG do I/O (an estimate: 2 s of device time per run in 0.5 ms requests) \
+             through dom0's back ends: 15 µs of dom0 CPU before each request and 15 µs after it, on a dom0 \
+             vCPU that competes with the guests' for the pCPUs (crates/ampsched-sim/src/engine/backend). \
              The time-slot example and the contended scenario of tests/cosched.rs show the other side: with \
              more vCPUs than pCPUs, spinning siblings waste most of the CPU under credit and co-scheduling \
              removes it."
