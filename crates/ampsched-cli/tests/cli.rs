@@ -253,3 +253,28 @@ fn json_streamed_to_a_file_is_byte_identical_to_stdout() {
     assert_eq!(file, out);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn an_io_backend_that_is_not_a_background_domain_exits_non_zero() {
+    let dir = std::env::temp_dir().join(format!("ampsched-cli-io-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("io.toml");
+    let text = "[machine]\ncpus = [{ class = \"slow\", count = 2 }]\n\
+                io_backend = { domain = \"vm\", request_us = 15, response_us = 15 }\n\
+                [[domain]]\nname = \"dom0\"\nvcpus = 1\nbackground = true\nworkload = { program = [] }\n\
+                [[domain]]\nname = \"vm\"\nvcpus = 1\nworkload = { program = [{ io = { ms = 1 } }] }\n";
+    std::fs::write(&bad, text).unwrap();
+    let (code, _, err) = ampsched(&["sim", bad.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("io.toml:3:")
+            && err.contains("machine.io_backend.domain")
+            && err.contains("(the scenario's: dom0)"),
+        "{err}"
+    );
+    // Named right, the same file runs.
+    std::fs::write(&bad, text.replace("domain = \"vm\", request_us", "domain = \"dom0\", request_us")).unwrap();
+    let (code, _, err) = ampsched(&["sim", bad.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
