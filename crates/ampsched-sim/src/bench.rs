@@ -236,6 +236,26 @@
 //! the same with plain reads moved the stall to the reads. A fat-LTO,
 //! one-codegen-unit build measured 0.986 in XL (8 pairs, load 5.4), for a
 //! release build several times longer, and was not adopted.
+//! At 04:12 UTC (quiet window, load 3.6 → 1.6; main at 53f3c88 against
+//! this build) the calendar ring's slots of 2.048 µs instead of 8.192 µs (the
+//! same 33.6 ms reach; a push or a withdrawal walks past a quarter of the
+//! keys, each another task's and likely out of the cache) with a 256-bit
+//! summary of the slot bitmap's words (the next used slot found in a few
+//! words, whatever the gap) took XL from a median of 125.3 to 121.3 ns per
+//! event (6 interleaved rounds of `ampsched bench --case L --case XL
+//! --bound`; ratio to the bound 0.25-0.28 either way; 54.2-56.1 → 56.0-58.9
+//! simulated s per CPU s) and whole `bench --child --case XL` processes to
+//! 0.980 of the parent's CPU time (12 pairs, 0.918-1.031); L stayed within
+//! noise (112.2 → 114.6 ns per event in the same rounds, 0.991 of the CPU
+//! time in 8 child pairs), so did `reproduce study --jobs 1` (1.006, 3
+//! pairs); the whole L-and-XL bench process 0.988. Slots of 4.096 µs
+//! measured 0.980 (XL) and 1.005 (L), of 1.024 µs 0.975 and 1.017 (loaded
+//! machine, 16 and 8 pairs). R60 and R600 hold 131 queue entries each (R600
+//! 2854 simulated s per CPU s); the four reproductions in turn took 20.3 s
+//! (aash 1.7, cosched 2.2, capability 14.1, study 2.3 s). Outputs
+//! byte-identical. Issue 19's ratio (≥ 0.5) and speed (≥ 100 simulated s per
+//! CPU s in XL) targets are still not met: at about 120 ns per event, XL is
+//! a quarter of the bound.
 
 use crate::library::Library;
 use crate::scenario::{Scenario, ScenarioError};

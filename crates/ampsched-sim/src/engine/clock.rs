@@ -14,7 +14,7 @@
 //! Design: a *calendar queue* (R. Brown, "Calendar queues: a fast O(1)
 //! priority queue implementation for the simulation event set problem",
 //! CACM 31(10), 1988) of one fixed year: a ring of `SLOTS` time slots of
-//! 2^`SLOT_BITS` ns (4096 × 8.192 µs = 33.6 ms), each a list of its keys
+//! 2^`SLOT_BITS` ns (16384 × 2.048 µs = 33.6 ms), each a list of its keys
 //! in key order, beside a binary heap for the keys due further ahead than
 //! the ring reaches when they are planned (statistics and placer periods,
 //! long sleeps and computes, the run's end). The queue is monotone — every
@@ -22,9 +22,11 @@
 //! a key made now at the current time has a greater sequence number) — so
 //! the ring starts at the last key's slot, `base`, and every key it holds
 //! is in one of the `SLOTS` slots from there: the first non-empty slot
-//! round the ring from `base` (a bit scan of a 4096-bit mask) holds the
-//! ring's least key at its head. A push is a walk of its slot's list (in
-//! `ampsched bench` XL one or two keys), a pop takes a list's head, and a
+//! round the ring from `base` (a bit scan of a 16384-bit mask, with a
+//! 256-bit summary of its non-zero words, so a gap of any length costs a
+//! few words) holds the ring's least key at its head. A push is a walk of
+//! its slot's list (in `ampsched bench` XL mostly none or one key), a pop
+//! takes a list's head, and a
 //! key can be *withdrawn* (`cancel`: its slot is known from its time), which
 //! the radix heap it replaced could not do cheaply (its keys moved between
 //! buckets as keys were taken). The engine withdraws a task's completion
@@ -39,6 +41,11 @@
 //! (base 16) moved each key 3.1 times between buckets and 1.2 M of its 7.9 M
 //! pops were superseded completions; the ring took 0.95 of the radix heap's
 //! CPU time in XL and 0.91 in L (interleaved pairs, see `bench.rs`).
+//! Slots of 2.048 µs rather than 8.192 µs (the same reach) hold a quarter
+//! of the keys each, so a push or a withdrawal walks past fewer keys, each
+//! of another task and likely out of the cache: XL took 0.97-0.98 of the
+//! CPU time with them, L and the studies' small machines the same within
+//! noise (0.99-1.01; `bench.rs`).
 //!
 //! Lanes: ticks and slice ends are planned at a fixed distance from the
 //! instant that plans them (a tick one period after the last, on the
@@ -318,10 +325,12 @@ impl EventQueue {
     }
 }
 
-/// Bits of a slot's width in ns: a key's slot is its time `>> SLOT_BITS` (8.192 µs).
-const SLOT_BITS: u32 = 13;
-/// Slots of the ring: it reaches 4096 × 8.192 µs = 33.6 ms past the last key taken.
-const SLOTS: usize = 4096;
+/// Bits of a slot's width in ns: a key's slot is its time `>> SLOT_BITS` (2.048 µs).
+const SLOT_BITS: u32 = 11;
+/// Slots of the ring: it reaches 16384 × 2.048 µs = 33.6 ms past the last key taken.
+const SLOTS: usize = 16384;
+/// Words of the ring's bitmap of used slots (`Ring::used`).
+const WORDS: usize = SLOTS / 64;
 /// No node (the end of a slot's list).
 const NIL: u32 = u32::MAX;
 
@@ -342,7 +351,10 @@ struct Ring {
     /// Per slot, its first node (`NIL`: empty).
     heads: Vec<u32>,
     /// Bit `s % 64` of word `s / 64` set: slot `s` is not empty.
-    used: [u64; SLOTS / 64],
+    used: [u64; WORDS],
+    /// Bit `w % 64` of word `w / 64` set: word `w` of `used` is not zero (so
+    /// the next used slot is found in a few words whatever the gap).
+    summary: [u64; WORDS / 64],
     /// The nodes, stored and free (a list through `next` from `free`).
     nodes: Vec<Node>,
     free: u32,
@@ -351,7 +363,15 @@ struct Ring {
 
 impl Default for Ring {
     fn default() -> Self {
-        Ring { base: 0, heads: vec![NIL; SLOTS], used: [0; SLOTS / 64], nodes: Vec::new(), free: NIL, len: 0 }
+        Ring {
+            base: 0,
+            heads: vec![NIL; SLOTS],
+            used: [0; WORDS],
+            summary: [0; WORDS / 64],
+            nodes: Vec::new(),
+            free: NIL,
+            len: 0,
+        }
     }
 }
 
@@ -388,9 +408,41 @@ impl Ring {
             NIL => self.heads[slot] = n,
             p => self.nodes[p as usize].next = n,
         }
-        self.used[slot / 64] |= 1 << (slot % 64);
+        let w = slot / 64;
+        self.used[w] |= 1 << (slot % 64);
+        self.summary[w / 64] |= 1 << (w % 64);
         self.len += 1;
         true
+    }
+
+    /// Slot `slot` became empty: clear its bit, and its word's in the summary if that emptied too.
+    #[inline]
+    fn clear_used(&mut self, slot: usize) {
+        let w = slot / 64;
+        self.used[w] &= !(1 << (slot % 64));
+        let nz = u64::from(self.used[w] != 0);
+        let sw = &mut self.summary[w / 64];
+        *sw = (*sw & !(1 << (w % 64))) | (nz << (w % 64));
+    }
+
+    /// The first word of `used` not zero, round the ring from word `from`
+    /// (all of them: `from` itself last, its summary bits before `from` included).
+    #[inline]
+    fn next_used_word(&self, from: usize) -> Option<usize> {
+        let (s0, sb) = (from / 64, from % 64);
+        let m = self.summary[s0] & (u64::MAX << sb);
+        if m != 0 {
+            return Some(s0 * 64 + m.trailing_zeros() as usize);
+        }
+        let ns = WORDS / 64;
+        for i in 1..=ns {
+            let sw = (s0 + i) % ns;
+            let m = if i == ns { self.summary[s0] & !(u64::MAX << sb) } else { self.summary[sw] };
+            if m != 0 {
+                return Some(sw * 64 + m.trailing_zeros() as usize);
+            }
+        }
+        None
     }
 
     /// The first slot not empty from `base` on (round the ring), and its least key.
@@ -401,21 +453,15 @@ impl Ring {
         }
         let b = self.base as usize & (SLOTS - 1);
         let (w0, bit) = (b / 64, b % 64);
-        // The base's word from its bit, the words after it round the ring, then its bits before.
-        let mut found = None;
+        // The base's word from its bit, the words after it round the ring, then its bits before
+        // (the base's word found last by the summary holds only bits before the base).
         let head = self.used[w0] & (u64::MAX << bit);
-        if head != 0 {
-            found = Some(w0 * 64 + head.trailing_zeros() as usize);
+        let slot = if head != 0 {
+            w0 * 64 + head.trailing_zeros() as usize
         } else {
-            for i in 1..=SLOTS / 64 {
-                let w = (w0 + i) % (SLOTS / 64);
-                if self.used[w] != 0 {
-                    found = Some(w * 64 + self.used[w].trailing_zeros() as usize);
-                    break;
-                }
-            }
-        }
-        let slot = found.expect("a stored key in a used slot");
+            let w = self.next_used_word((w0 + 1) % WORDS).expect("a stored key in a used slot");
+            w * 64 + self.used[w].trailing_zeros() as usize
+        };
         Some((slot, self.nodes[self.heads[slot] as usize].key))
     }
 
@@ -425,7 +471,7 @@ impl Ring {
         let n = self.heads[slot];
         self.heads[slot] = self.nodes[n as usize].next;
         if self.heads[slot] == NIL {
-            self.used[slot / 64] &= !(1 << (slot % 64));
+            self.clear_used(slot);
         }
         self.nodes[n as usize].next = self.free;
         self.free = n;
@@ -448,7 +494,7 @@ impl Ring {
             NIL => {
                 self.heads[slot] = next;
                 if next == NIL {
-                    self.used[slot / 64] &= !(1 << (slot % 64));
+                    self.clear_used(slot);
                 }
             }
             p => self.nodes[p as usize].next = next,
@@ -540,7 +586,7 @@ mod tests {
     #[test]
     fn the_ring_pops_a_shuffled_set_in_order() {
         // 1000 distinct keys in a scrambled order (multiplication by a unit mod
-        // 1000), ten to a slot (times 0..999 µs step 1 µs share 8.192 µs slots),
+        // 1000), two or three to a slot (times 0..999 µs step 1 µs share 2.048 µs slots),
         // all pushed before the first pop.
         let mut r = Ring::default();
         for i in 0..1000u64 {
@@ -553,13 +599,13 @@ mod tests {
 
     #[test]
     fn a_slot_holds_its_keys_in_order_and_the_ring_reaches_33_ms() {
-        // Worked example (slots of 2^13 = 8192 ns): times 9000 and 9000 (a
-        // greater sequence number), 8192 and 16383 are in slot 1, listed in
-        // key order; 20000 is in slot 2. The ring reaches slot 4095 (time
-        // 4095 × 8192 = 33 546 240 .. 33 554 431 ns) from base 0: 33 554 432 is
-        // slot 4096, the far heap's.
+        // Worked example (slots of 2^11 = 2048 ns): times 2500 and 2500 (a
+        // greater sequence number), 2048 and 4095 are in slot 1, listed in
+        // key order; 5000 is in slot 2. The ring reaches slot 16383 (time
+        // 16383 × 2048 = 33 552 384 .. 33 554 431 ns) from base 0: 33 554 432
+        // is slot 16384, the far heap's.
         let mut q = EventQueue::default();
-        let k = [at(9000, 2), at(9000, 3), at(8192, 4), at(20_000, 5), at(16_383, 6)];
+        let k = [at(2500, 2), at(2500, 3), at(2048, 4), at(5000, 5), at(4095, 6)];
         for x in k {
             q.insert(x);
         }
@@ -567,7 +613,9 @@ mod tests {
         q.insert(at(33_554_432, 8));
         assert_eq!((q.ring.len, q.far.len()), (6, 1));
         assert_eq!(q.ring.used[0], 0b110);
-        assert_eq!(q.ring.used[63], 1 << 63);
+        assert_eq!(q.ring.used[255], 1 << 63);
+        // Words 0 and 255 are not zero: bits 0 and 255 of the summary.
+        assert_eq!(q.ring.summary, [1, 0, 0, 1 << 63]);
         let mut slot1 = Vec::new();
         let mut n = q.ring.heads[1];
         while n != NIL {
@@ -575,14 +623,37 @@ mod tests {
             n = q.ring.nodes[n as usize].next;
         }
         assert_eq!(slot1, vec![k[2], k[0], k[1], k[4]]);
-        // Once the ring starts at 9000's slot (1), the far key's slot 4096 is
+        // Once the ring starts at 2048's slot (1), the far key's slot 16384 is
         // in reach: a key planned then at 33 554 433 goes to the ring, at slot
-        // 4096 mod 4096 = 0, and still pops after the far one.
+        // 16384 mod 16384 = 0, and still pops after the far one.
         assert_eq!(q.pop().map(|p| p.0), Some(k[2]));
         q.insert(at(33_554_433, 9));
         assert_eq!((q.ring.used[0] & 1, q.far.len()), (1, 1));
         let rest: Vec<Key> = std::iter::from_fn(|| q.pop()).map(|p| p.0).collect();
         assert_eq!(rest, vec![k[0], k[1], k[4], k[3], at(33_554_431, 7), at(33_554_432, 8), at(33_554_433, 9)]);
+    }
+
+    #[test]
+    fn the_next_used_slot_is_found_across_words_and_round_the_ring() {
+        // Worked example: slots 3 (word 0), 70 (word 1) and 9000 (word 140,
+        // the summary's word 2, bit 12) pop in order, each found past empty
+        // words through the summary. With the ring at slot 9001, a key at slot
+        // 9001 + 16382 = 25383 wraps to slot 8999, in the base's own word
+        // below its bit: found last, round the ring, and popped after 9002.
+        let mut r = Ring::default();
+        let s = |slot: u64, seq: u64| at(slot << SLOT_BITS, seq);
+        for (slot, seq) in [(70, 1), (9000, 2), (3, 3)] {
+            assert!(r.push(s(slot, seq)));
+        }
+        assert_eq!(r.summary, [0b11, 0, 1 << 12, 0]);
+        assert_eq!([r.pop(), r.pop(), r.pop()], [Some(s(3, 3)), Some(s(70, 1)), Some(s(9000, 2))]);
+        assert_eq!(r.summary, [0; 4]);
+        assert!(r.push(s(9001, 4)));
+        assert_eq!(r.pop(), Some(s(9001, 4)));
+        assert!(r.push(s(25_383, 5)));
+        assert!(r.push(s(9002, 6)));
+        assert_eq!([r.pop(), r.pop(), r.pop()], [Some(s(9002, 6)), Some(s(25_383, 5)), None]);
+        assert_eq!((r.used, r.summary), ([0; WORDS], [0; 4]));
     }
 
     #[test]
