@@ -47,8 +47,9 @@
 //!   `sched_wakeup_new`: a waking issued from an untraced task's context
 //!   names that task, which is not one of ours). The segment starts at the latest time it cannot have
 //!   started before: its last wake-up, its last switch-out, and the last
-//!   recorded switch on that CPU; no wake-up latency is recorded for it
-//!   (its moment is not known). `inferred` counts them.
+//!   recorded switch on that CPU; its wake-up latency and wait are recorded
+//!   at that start, i.e. at their lower bounds (the wake-up happened, its
+//!   moment is not known). `inferred` counts them.
 //!
 //! Events lost (the header's entries-in-buffer < entries-written) make the
 //! figures unreliable: `parse` reports it and validate falls back to the
@@ -212,12 +213,16 @@ pub fn parse(text: &str) -> Parsed {
         // switch-in is missing (module essay). Open it at the latest bound.
         if born.contains(&cur) && !on_cpu.contains_key(&cur) {
             let th = p.threads.entry(cur).or_default();
-            let start = [woke.remove(&cur), runnable.remove(&cur), Some(th.last_ns), switched.get(&cpu).copied()]
-                .into_iter()
-                .flatten()
-                .max()
-                .unwrap_or(t)
-                .min(t);
+            let (w, r) = (woke.remove(&cur), runnable.remove(&cur));
+            let start =
+                [w, r, Some(th.last_ns), switched.get(&cpu).copied()].into_iter().flatten().max().unwrap_or(t).min(t);
+            // The wake-up happened; its latency and wait are known only from below.
+            if let Some(w) = w {
+                th.wake.record(start - w);
+            }
+            if let Some(r) = r {
+                th.wait_ns += start - r;
+            }
             if last_cpu.get(&cur).is_some_and(|c| *c != cpu) {
                 th.migrations += 1;
             }
@@ -355,8 +360,10 @@ mod tests {
         assert_eq!(w.first_ns, Some(88_289_283_833_000));
         assert_eq!(w.run_by_cpu.get(&1), Some(&324_966_000));
         assert_eq!(w.comm, "probe");
-        // The moment it first ran is not known: no wake-up latency, no wait.
-        assert_eq!(w.wake.count(), 0);
+        // Its creation's wake-up counts, at its lower bound (0: it started
+        // at the wake-up, the latest bound), and so does the wait.
+        assert_eq!(w.wake.count(), 1);
+        assert_eq!(w.wake.quantile(1.0), Some(0));
         assert_eq!(w.wait_ns, 0);
         // rcu_preempt, woken from the probe's context, is not taken for a
         // traced task; rt-app's own switches are recorded and need nothing.
