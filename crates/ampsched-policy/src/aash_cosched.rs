@@ -57,8 +57,21 @@ const GANG_QUANTUM: ParamDoc = ParamDoc {
     doc: "a CON gang's fast grant moves to a less-exposed running sibling after this long on the fast core; 0 = off",
 };
 
-/// Parameters of `aash+pcs` / `aash+bcs`: AASH's, then the gang quantum.
-pub const AASH_COSCHED_PARAMS: &[ParamDoc] = crate::aash::aash_dispatcher_param_docs!(GANG_QUANTUM);
+/// Parameters of `aash+pcs` / `aash+bcs`: AASH's, then the gang quantum and the
+/// co-schedulers' signal cost (`signal_us`, `cosched.rs` "Signal cost": PCS's
+/// signals pay it; BCS raises none, so under `aash+bcs` it costs nothing, as
+/// under `bcs`).
+pub const AASH_COSCHED_PARAMS: &[ParamDoc] =
+    crate::aash::aash_dispatcher_param_docs!(GANG_QUANTUM, crate::cosched::SIGNAL_US);
+
+/// The signal cost of `aash+pcs` / `aash+bcs` (`signal_us`; 0 when absent).
+pub fn signal_cost(policy: &str, params: &Params) -> Result<Nanos, PolicyError> {
+    let mut mine = Params::new();
+    if let Some(v) = params.get(crate::cosched::SIGNAL_US.name) {
+        mine.insert(crate::cosched::SIGNAL_US.name.to_string(), v.clone());
+    }
+    ParamReader::new(policy, &mine, AASH_COSCHED_PARAMS)?.duration(&crate::cosched::SIGNAL_US)
+}
 
 /// AASH with gang rotation: the base of `aash+pcs` and `aash+bcs`.
 pub struct AashGang {
@@ -89,6 +102,8 @@ impl AashGang {
         if let Some(q) = rest.remove(GANG_QUANTUM.name) {
             mine.insert(GANG_QUANTUM.name.to_string(), q);
         }
+        // Read by `signal_cost` for the co-scheduling layer, not by AASH.
+        rest.remove(crate::cosched::SIGNAL_US.name);
         let p = AashParams::from_params(policy, &rest, topo)?;
         let quantum = ParamReader::new(policy, &mine, AASH_COSCHED_PARAMS)?.duration(&GANG_QUANTUM)?;
         Ok(AashGang::new(p, quantum, topo))
@@ -325,6 +340,7 @@ mod tests {
         let mine: Vec<&str> = AASH_COSCHED_PARAMS.iter().map(|d| d.name).collect();
         let mut aash: Vec<&str> = crate::aash::AASH_PARAMS.iter().map(|d| d.name).collect();
         aash.push(GANG_QUANTUM.name);
+        aash.push(crate::cosched::SIGNAL_US.name);
         mine.iter().for_each(|m| assert!(aash.contains(m), "{m} is not an AASH parameter"));
         aash.iter().for_each(|a| assert!(mine.contains(a), "{a} missing from AASH_COSCHED_PARAMS"));
         let topo = Topology::fast_slow(1, 2.0, 3, 1.0, 4);

@@ -170,8 +170,9 @@ pub fn dispatcher_by_name(name: &str, params: &Params, topo: &Topology) -> Resul
             use crate::aash_cosched::AashGang;
             use crate::cosched::CoSched;
             let base = AashGang::from_params(name, params, topo)?;
+            let c = crate::aash_cosched::signal_cost(name, params)?;
             Ok(if name == "aash+pcs" {
-                Box::new(CoSched::new("aash+pcs", crate::pcs::Pcs::default(), base))
+                Box::new(CoSched::new("aash+pcs", crate::pcs::Pcs::default(), base).with_signal_cost(c))
             } else {
                 Box::new(CoSched::new("aash+bcs", crate::bcs::Bcs::default(), base))
             })

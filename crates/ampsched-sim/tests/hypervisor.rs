@@ -75,6 +75,13 @@ fn a_signal_costs_each_pcpu_it_reaches() {
     assert_eq!((signals(&free), signals(&paid)), (Some(10.0), Some(10.0)));
     assert_eq!(done_us(&free), vec![20_000, 20_000]);
     assert_eq!(done_us(&paid), vec![20_500, 20_500]);
+    // `aash+pcs` signals through the same PCS rules (AASH only places: on
+    // equal CPUs every pCPU is fast), so it pays alike.
+    let free = run(&scenario(""), "aash+pcs", &[]);
+    let paid = run(&scenario(""), "aash+pcs", &[("signal_us", 50.0)]);
+    assert_eq!((signals(&free), signals(&paid)), (Some(10.0), Some(10.0)));
+    assert_eq!(done_us(&free), vec![20_000, 20_000]);
+    assert_eq!(done_us(&paid), vec![20_500, 20_500]);
 }
 
 #[test]
@@ -89,4 +96,9 @@ fn bad_latency_and_signal_cost_are_refused_with_their_field_named() {
     let d = Some(PolicySpec { name: "cs".into(), params: p });
     let e = run_one(&Job { scenario: &sc, seed: 1, dispatcher: d, placer: None }).unwrap_err().to_string();
     assert!(e.contains("signal_us"), "{e}");
+    let mut p = ampsched_model::spec::Params::new();
+    p.insert("signal_us".into(), ParamValue::Float(20_000.0));
+    let d = Some(PolicySpec { name: "aash+pcs".into(), params: p });
+    let e = run_one(&Job { scenario: &sc, seed: 1, dispatcher: d, placer: None }).unwrap_err().to_string();
+    assert!(e.contains("signal_us") && e.contains("10000"), "{e}");
 }
