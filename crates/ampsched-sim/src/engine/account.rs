@@ -10,6 +10,7 @@
 //! or placer bridges, the interpreter, or statistics output.
 
 use super::clock::{Ev, Key};
+use super::cpu::Cpu;
 use super::task::{Act, St, NO_SPEED};
 use super::{Sim, Stop};
 use ampsched_model::{CpuId, Nanos, TaskId};
@@ -109,6 +110,22 @@ impl Sim {
         }
         for &(o, _, _) in changed {
             self.replan(o);
+        }
+    }
+
+    /// Change the share CPU `ci` leaves its task (noise turning on or off, a
+    /// seizure): the CPU's time and its task's progress are settled at the old
+    /// share, `change` sets the new one, and the task is re-planned at it.
+    #[inline]
+    pub(super) fn reshare(&mut self, ci: usize, change: impl FnOnce(&mut Cpu)) {
+        self.flush_cpu(ci);
+        let curr = self.cpus[ci].curr;
+        if let Some(t) = curr {
+            self.settle(t);
+        }
+        change(&mut self.cpus[ci]);
+        if let Some(t) = curr {
+            self.replan(t);
         }
     }
 

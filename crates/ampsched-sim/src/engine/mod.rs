@@ -543,16 +543,11 @@ impl Sim {
             }
             Ev::Noise(c) => {
                 let ci = c.idx();
-                self.flush_cpu(ci);
-                if let Some(t) = self.cpus[ci].curr {
-                    self.settle(t);
-                }
                 let on = !self.cpus[ci].noise_on;
-                self.cpus[ci].noise_on = on;
-                self.cpus[ci].noise_phase(on);
-                if let Some(t) = self.cpus[ci].curr {
-                    self.replan(t);
-                }
+                self.reshare(ci, |cpu| {
+                    cpu.noise_on = on;
+                    cpu.noise_phase(on);
+                });
                 if let Some(tr) = self.trace.as_deref_mut() {
                     tr.frequency(self.now, c, self.cpus[ci].speed * (1.0 - self.cpus[ci].noise));
                 }

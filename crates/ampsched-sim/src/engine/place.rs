@@ -202,7 +202,7 @@ impl Sim {
         let cpu = &self.cpus[ci];
         let until = if cpu.seized { cpu.seized_until } else { self.now } + d;
         if !cpu.seized {
-            self.reshare(ci, true);
+            self.reshare(ci, |cpu| cpu.seize(true));
         }
         self.cpus[ci].seized_until = until;
         self.push(until, Ev::Seized(c));
@@ -212,21 +212,7 @@ impl Sim {
     pub(super) fn seize_end(&mut self, c: CpuId) {
         let cpu = &self.cpus[c.idx()];
         if cpu.seized && cpu.seized_until == self.now {
-            self.reshare(c.idx(), false);
-        }
-    }
-
-    /// Seize CPU `ci` or give it back: its time and its task's progress are settled at the
-    /// old share first, and the task's completion re-planned at the new one.
-    fn reshare(&mut self, ci: usize, seized: bool) {
-        self.flush_cpu(ci);
-        let curr = self.cpus[ci].curr;
-        if let Some(t) = curr {
-            self.settle(t);
-        }
-        self.cpus[ci].seize(seized);
-        if let Some(t) = curr {
-            self.replan(t);
+            self.reshare(c.idx(), |cpu| cpu.seize(false));
         }
     }
 
