@@ -256,6 +256,22 @@
 //! byte-identical. Issue 19's ratio (≥ 0.5) and speed (≥ 100 simulated s per
 //! CPU s in XL) targets are still not met: at about 120 ns per event, XL is
 //! a quarter of the bound.
+//! At 06:44-06:52 UTC on 28 Nov (load 3.2 → 4.5, an AMD EPYC machine slower
+//! than the Xeon of the figures above) traffic noise in closed form
+//! (`engine::cpu`, "Traffic": batches drawn from each traffic CPU's own
+//! stream by inversion, no events; the dynamic cases' outputs change within
+//! their spread, docs/design/calibration.md) took `reproduce capability`
+//! from a median of 77.1 to 57.1 s of CPU (3 interleaved pairs of whole
+//! processes, pair by pair 0.736-0.786, median 0.764); cap-chores-dynamic
+//! now costs what cap-chores-natural does (0.26 against 0.25 s of CPU for
+//! three runs; 1.16 M events per run, 2.36 M before). Of what the batches
+//! cost before (perf, cpu-clock: the draws — Knuth's method, a ChaCha block
+//! per 16 packets and `exp` per batch — 24 %, the two events per batch and
+//! their settles and re-plans most of the rest), what is left is the
+//! inversion draw and the running sums (4 % of the reproduction's samples);
+//! a draw by binary search over the cumulative table was 14 % of a
+//! cap-chores-dynamic run's samples; started from a guide table (Chen and
+//! Asau) it is 2.6 % of the whole reproduction's.
 
 use crate::library::Library;
 use crate::scenario::{Scenario, ScenarioError};

@@ -160,18 +160,19 @@ impl Sim {
             return;
         }
         tk.seg_start = now;
-        let cpu = &self.cpus[c.idx()];
+        let cpu = &mut self.cpus[c.idx()];
         tk.run_by_class.add(cpu.class, dt);
         if self.placed {
             tk.period_run[cpu.class] += dt;
         }
+        let left = cpu.run_amount(dt, now);
         match tk.act {
             Act::Compute if work => {
                 let cost = tk.cost_on(cpu.speed, &self.topo);
-                tk.advance_compute(dt, cost, cpu.avail)
+                tk.advance_compute(left, cost)
             }
             Act::Compute => {
-                tk.pay_refill(dt, cpu.avail);
+                tk.pay_refill(left);
             }
             Act::Spin { .. } => {
                 tk.spin_ns += dt;
@@ -192,6 +193,7 @@ impl Sim {
         let last = self.tasks[n.idx()].last_cpu;
         let tk = &mut self.tasks[n.idx()];
         tk.seg_start = now;
+        self.cpus[c.idx()].run_starts(now);
         if let Some(l) = last {
             if l != c {
                 let md_old = self.mem_domain[l.idx()];
@@ -230,11 +232,27 @@ impl Sim {
         }
         self.supersede(t);
         let tk = &mut self.tasks[t.idx()];
-        let cpu = &self.cpus[c.idx()];
+        let cpu = &mut self.cpus[c.idx()];
         let at = match tk.act {
-            // A CPU that leaves a task no time (seized, or inside a batch of interrupts):
+            // A CPU that leaves a task no time (seized, or all of it to noise):
             // no progress, so no completion to plan until its share comes back (re-planned then).
             Act::Compute if cpu.avail == 0 => return,
+            Act::Compute if cpu.has_traffic() => {
+                // Traffic noise (`cpu::Traffic`): through its batches, or, past
+                // those it looks at, a re-plan at the next one (`Ev::Noise`).
+                let cost = tk.cost_on(cpu.speed, &self.topo);
+                match cpu.traffic_reach(self.now, tk.compute_need(cost)) {
+                    Ok(at) => {
+                        cpu.check_at = Nanos::MAX;
+                        at
+                    }
+                    Err(check) => {
+                        cpu.check_at = check;
+                        self.push(check, Ev::Noise(c));
+                        return;
+                    }
+                }
+            }
             Act::Compute => {
                 let cost = tk.cost_on(cpu.speed, &self.topo);
                 self.now + tk.compute_wall(cost, cpu.avail)

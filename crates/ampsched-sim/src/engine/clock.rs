@@ -85,7 +85,8 @@ pub(crate) enum Ev {
     OpDone(TaskId),
     /// A sleeping task wakes (stale unless its key is the task's last sleep).
     Wake(TaskId),
-    /// A CPU's bursty noise switches on or off.
+    /// A CPU's bursty noise switches on or off; on a CPU with traffic noise, its
+    /// task is re-planned past the batches its plan looked at (`cpu::Traffic`).
     Noise(CpuId),
     /// The placer's period.
     Place,

@@ -36,14 +36,43 @@
 //! time in `/proc/stat`), never a task. Worked example (test
 //! `traffic_batches_take_the_whole_cpu_at_the_flood_rate`).
 //!
+//! The batches are kept in closed form (`Traffic`), not as events: at
+//! 4 000 interrupts/s a batch's start and end were two events, each settling
+//! the running task and re-planning its completion, and made the capability
+//! study's `dynamic` runs about twice as many events as the rest of the
+//! machine. Each traffic CPU draws its batches from its own ChaCha8 stream
+//! (the run's seed, stream 1 + the CPU's index), so a batch's count does not
+//! depend on when it is drawn nor on any other draw of the run, and keeps the
+//! CPU time the batches leave to tasks from time 0 as a running sum (an
+//! amount, exact integers): a settle or a CPU's flush takes the difference
+//! between two instants (`Cpu::run_amount`, `Cpu::flush`), and a completion
+//! is planned by walking the batches ahead to the first whole ns at which
+//! enough is left (`Traffic::reach`), at most `Traffic::REACH` (64) batches;
+//! past them the task is re-planned at the next batch's start (an
+//! `Ev::Noise` of the CPU, stale if the CPU re-planned since). The model is
+//! the same: a batch takes the whole CPU from whatever runs (no progress in
+//! it; busy time only between batches), ticks and slice ends fall through
+//! it, a seizure takes everything. What differs from the event version
+//! (session 15, 28 Nov 2026): the counts came from the run's one generator
+//! in event order, interleaved with other noise's draws (so the
+//! other CPUs' bursty noise draws differ too), by Knuth's method (a uniform
+//! per packet); they are now drawn by inversion, one uniform per batch
+//! (`random::Poisson`: the same law, other counts); and a running task was
+//! settled at each batch's edges, where its work is rounded down to 2^-32 ns
+//! — now only where the run settles it anyway. The Perfetto trace shows a traffic
+//! CPU at its share between batches, without each batch. Worked example
+//! (test `traffic_batches_in_closed_form_leave_the_gaps_to_tasks`).
+//!
 //! May import: the model (`CpuInfo`, `NoiseSpec`), `engine::fixed` and `engine::random`. Must
 //! never import the event loop, tasks, the dispatcher or placer bridges: the engine tells a
 //! CPU when its state changes; this room only keeps its books.
 
-use super::fixed::{amount, share, ONE};
+use super::fixed::{amount, div_ceil, share, ONE};
 use super::random;
 use ampsched_model::{CpuInfo, Nanos, NoiseSpec, TaskId, Topology};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use std::collections::VecDeque;
 
 /// The machine as the engine runs it for `disp`: a dispatcher with an RT
 /// class (`Dispatcher::models_rt_load`, e.g. `linux`) runs the RT loads
@@ -123,9 +152,15 @@ pub(super) struct Cpu {
     pub(super) seized: bool,
     /// When the seizure ends (meaningful while `seized`).
     pub(super) seized_until: Nanos,
-    /// Traffic noise: the length of the last batch (the gap to the next interrupt is the
-    /// rest of the moderation interval).
-    batch: Nanos,
+    /// Traffic noise: its batches in closed form (`None`: other noise).
+    traffic: Option<Box<Traffic>>,
+    /// Traffic noise: CPU time left to tasks (an amount) from 0 to the running
+    /// task's segment start (`Task::seg_start`).
+    run_av: u128,
+    /// Traffic noise: the same to `acc_since`.
+    acc_av: u128,
+    /// Traffic noise: when its pending re-plan event falls (`Ev::Noise`; `Nanos::MAX`: none live).
+    pub(super) check_at: Nanos,
     pub(super) busy: u128,
     pub(super) idle: u128,
     pub(super) noise_t: u128,
@@ -136,7 +171,7 @@ pub(super) struct Cpu {
 
 impl Cpu {
     /// A CPU as configured (`fast`: of the fast class on an asymmetric machine).
-    pub(super) fn new(c: &CpuInfo, fast: bool) -> Cpu {
+    pub(super) fn new(c: &CpuInfo, fast: bool, seed: u64) -> Cpu {
         let mut cpu = Cpu {
             class: c.class,
             speed: c.speed,
@@ -153,7 +188,10 @@ impl Cpu {
             free: (0.0, ONE),
             seized: false,
             seized_until: Nanos::ZERO,
-            batch: Nanos::ZERO,
+            traffic: Traffic::new(&c.noise, seed, c.id.0),
+            run_av: 0,
+            acc_av: 0,
+            check_at: Nanos::MAX,
             noise_on: false,
             stalls: matches!(c.noise, NoiseSpec::Bursty { stall: true, .. }),
             tick_owed: false,
@@ -167,13 +205,8 @@ impl Cpu {
             p_idle: 0,
             p_noise: 0,
         };
-        match c.noise {
-            NoiseSpec::Bursty { fraction_on, fraction_off, .. } => {
-                cpu.phases = [fraction_off, fraction_on].map(|f| (f, share(1.0 - f)));
-            }
-            // A batch of interrupts takes the whole CPU (module essay, "Traffic").
-            NoiseSpec::Traffic { between, .. } => cpu.phases = [(between, share(1.0 - between)), (1.0, 0)],
-            _ => {}
+        if let NoiseSpec::Bursty { fraction_on, fraction_off, .. } = c.noise {
+            cpu.phases = [fraction_off, fraction_on].map(|f| (f, share(1.0 - f)));
         }
         cpu.set_noise(match c.noise {
             NoiseSpec::None => 0.0,
@@ -204,20 +237,39 @@ impl Cpu {
         (self.noise, self.avail) = if self.seized { (1.0, 0) } else { self.free };
     }
 
-    /// Traffic noise `spec`: the length of the phase that starts now — a batch (`on`: the
-    /// hard interrupt and the packets that arrived in one moderation interval, a Poisson
-    /// count drawn from `rng`, at most the ring) or the gap to the next interrupt (the rest
-    /// of the interval after the last batch, at least 1 ns). Module essay, "Traffic".
-    pub(super) fn traffic_phase(&mut self, spec: &NoiseSpec, rng: &mut ChaCha8Rng, on: bool) -> Nanos {
-        let NoiseSpec::Traffic { pps, per_packet, irq_per_s, per_irq, ring, .. } = *spec else { return Nanos::MAX };
-        let interval = Nanos((1e9 / irq_per_s).round() as u64);
-        if on {
-            let n = random::poisson(rng, pps / irq_per_s, ring);
-            self.batch = Nanos(per_irq.0 + u64::from(n) * per_packet.0);
-            self.batch
-        } else {
-            Nanos(interval.0.saturating_sub(self.batch.0).max(1))
+    /// Whether this CPU has traffic noise (its batches in closed form: `Traffic`).
+    #[inline]
+    pub(super) fn has_traffic(&self) -> bool {
+        self.traffic.is_some()
+    }
+
+    /// CPU time (an amount) left to the running task over the `dt` ns up to
+    /// `now` since its segment started: `dt` at the share `avail`, or under
+    /// traffic noise what the batches left of it (none while seized).
+    #[inline]
+    pub(super) fn run_amount(&mut self, dt: u64, now: Nanos) -> u128 {
+        match self.traffic.as_deref_mut() {
+            None => dt as u128 * self.avail as u128,
+            Some(tr) => tr.left_since(&mut self.run_av, now, self.seized),
         }
+    }
+
+    /// A task's segment starts on this CPU at `now` (it starts running): where
+    /// `run_amount` counts from under traffic noise.
+    #[inline]
+    pub(super) fn run_starts(&mut self, now: Nanos) {
+        if let Some(tr) = self.traffic.as_deref_mut() {
+            self.run_av = tr.left_at(now.0);
+        }
+    }
+
+    /// Wall time from `now` until this CPU has left its task `need` (an amount
+    /// of CPU time) under traffic noise: `Ok` the least whole ns, or `Err` the
+    /// start of a batch `Traffic::REACH` batches ahead, before which it has not
+    /// (re-plan there). Only for a CPU with traffic noise, not seized.
+    pub(super) fn traffic_reach(&mut self, now: Nanos, need: u128) -> Result<Nanos, Nanos> {
+        let tr = self.traffic.as_deref_mut().expect("traffic noise");
+        tr.reach(now.0, need).map(Nanos).map_err(Nanos)
     }
 
     /// Whether the CPU is inside a stall now (a burst of stalling noise).
@@ -246,7 +298,10 @@ impl Cpu {
             return;
         }
         self.acc_since = now;
-        let left = dt as u128 * self.avail as u128;
+        let left = match self.traffic.as_deref_mut() {
+            None => dt as u128 * self.avail as u128,
+            Some(tr) => tr.left_since(&mut self.acc_av, now, self.seized),
+        };
         let n = amount(dt) - left;
         self.noise_t += n;
         self.p_noise += n;
@@ -256,6 +311,129 @@ impl Cpu {
         } else {
             self.idle += left;
             self.p_idle += left;
+        }
+    }
+}
+
+/// Traffic noise in closed form (module essay, "Traffic"): one CPU's batches,
+/// drawn from that CPU's own random stream as far ahead as a question needs,
+/// and the CPU time (an amount) they leave to tasks from time 0 to any instant
+/// from the last one asked about on.
+pub(super) struct Traffic {
+    rng: ChaCha8Rng,
+    /// Moderation interval, ns.
+    interval: u64,
+    per_irq: u64,
+    per_packet: u64,
+    /// Packets per batch: a Poisson law of mean `pps / irq_per_s`.
+    packets: random::Poisson,
+    /// Share of its time the CPU leaves tasks between batches (1 − `between`).
+    gap: u64,
+    /// Batches drawn, earliest first, from the one holding the last instant
+    /// asked about: (start ns, length ns, amount left to tasks from 0 to the start).
+    drawn: VecDeque<(u64, u64, u128)>,
+    /// Start of the next batch to draw, and the amount left to tasks up to it.
+    next: u64,
+    next_av: u128,
+}
+
+impl Traffic {
+    /// Batches a completion's plan looks ahead at most; past them the task is
+    /// re-planned at the next batch's start (`Cpu::check_at`).
+    pub(super) const REACH: usize = 64;
+
+    /// The batches of `noise` on CPU `cpu` in a run of `seed`, if it is traffic
+    /// noise: its own ChaCha8 stream (the run's seed, stream 1 + `cpu`), so its
+    /// draws depend on nothing else the run draws, nor on when they are made.
+    fn new(noise: &NoiseSpec, seed: u64, cpu: u32) -> Option<Box<Traffic>> {
+        let NoiseSpec::Traffic { pps, per_packet, irq_per_s, per_irq, ring, between } = *noise else {
+            return None;
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        rng.set_stream(1 + u64::from(cpu));
+        let interval = ((1e9 / irq_per_s).round() as u64).max(1);
+        let gap = share(1.0 - between);
+        // A batch of no length at 0 holds the time before the first interrupt,
+        // one moderation interval in.
+        Some(Box::new(Traffic {
+            rng,
+            interval,
+            per_irq: per_irq.0,
+            per_packet: per_packet.0,
+            packets: random::Poisson::new(pps / irq_per_s, ring),
+            gap,
+            drawn: VecDeque::from([(0, 0, 0)]),
+            next: interval,
+            next_av: u128::from(interval) * u128::from(gap),
+        }))
+    }
+
+    /// Draw the next batch: the hard interrupt and the packets that arrived in
+    /// one moderation interval (a Poisson count, at most the ring). The
+    /// interrupt after it comes one interval later, or 1 ns after the batch
+    /// if the batch is longer.
+    fn draw(&mut self) {
+        let n = self.packets.draw(&mut self.rng);
+        let len = self.per_irq + u64::from(n) * self.per_packet;
+        self.drawn.push_back((self.next, len, self.next_av));
+        let period = self.interval.max(len + 1);
+        self.next += period;
+        self.next_av += u128::from(period - len) * u128::from(self.gap);
+    }
+
+    /// The amount left to tasks from 0 to `t` (no earlier than the last instant
+    /// asked about); batches before `t`'s are dropped.
+    pub(super) fn left_at(&mut self, t: u64) -> u128 {
+        loop {
+            while self.drawn.len() > 1 && self.drawn[1].0 <= t {
+                self.drawn.pop_front();
+            }
+            if self.next > t {
+                break;
+            }
+            self.draw();
+        }
+        let (s, len, av) = self.drawn[0];
+        debug_assert!(s <= t, "traffic noise asked about the past");
+        av + u128::from((t - s).saturating_sub(len)) * u128::from(self.gap)
+    }
+
+    /// The amount left to tasks from the instant whose `left_at` is `mark` to
+    /// `now` (none when `seized`: the placer had it all); `mark` moves to `now`.
+    #[inline]
+    fn left_since(&mut self, mark: &mut u128, now: Nanos, seized: bool) -> u128 {
+        let a = self.left_at(now.0);
+        let r = a - std::mem::replace(mark, a);
+        if seized {
+            0
+        } else {
+            r
+        }
+    }
+
+    /// The least whole ns `t` ≥ `now` at which the amount left to tasks since
+    /// `now` reaches `need` (`Ok`), or, if that lies past `REACH` batches, the
+    /// start of the next batch to draw (`Err`).
+    fn reach(&mut self, now: u64, need: u128) -> Result<u64, u64> {
+        if need == 0 {
+            return Ok(now);
+        }
+        let target = self.left_at(now) + need;
+        let mut i = 0;
+        loop {
+            if i == self.drawn.len() {
+                if i > Self::REACH {
+                    return Err(self.next);
+                }
+                self.draw();
+            }
+            let (s, len, av) = self.drawn[i];
+            let end = self.drawn.get(i + 1).map_or(self.next_av, |e| e.2);
+            // Reached in this batch's gap (never when the gap leaves nothing).
+            if target <= end {
+                return Ok(s + len + div_ceil(target - av, self.gap) as u64);
+            }
+            i += 1;
         }
     }
 }
@@ -316,6 +494,42 @@ impl FastIdleSlowBusy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn traffic_batches_in_closed_form_leave_the_gaps_to_tasks() {
+        // The flood of `traffic_batches_take_the_whole_cpu_at_the_flood_rate`
+        // (tests/sim.rs): 1 000 interrupts/s, a Poisson mean of 1 000 packets
+        // past the 100-descriptor ring, so every batch is 20 + 100 × 3 =
+        // 320 µs, one at each whole ms from 1 ms on. Left to tasks: all of the
+        // first ms, then 0.68 ms of each.
+        let noise = |between: f64| NoiseSpec::Traffic {
+            pps: 1e6,
+            per_packet: Nanos(3_000),
+            irq_per_s: 1000.0,
+            per_irq: Nanos(20_000),
+            ring: 100,
+            between,
+        };
+        let mut tr = Traffic::new(&noise(0.0), 1, 0).expect("traffic noise");
+        let ms = |x: f64| amount((x * 1e6).round() as u64);
+        assert_eq!(tr.left_at(500_000), ms(0.5));
+        // Inside the first batch (1 ms to 1.32 ms) nothing is left; after it, the gap.
+        assert_eq!(tr.left_at(1_200_000), ms(1.0));
+        assert_eq!(tr.left_at(1_500_000), ms(1.18));
+        assert_eq!(tr.left_at(3_000_000), ms(2.36));
+        // 8.14 ms of CPU time from 0 (asked at 3 ms, 5.78 ms more): 1 ms, then
+        // 10 intervals of 0.68 ms (to 11 ms), the 11th batch, 0.34 ms: 11.66 ms.
+        assert_eq!(tr.reach(3_000_000, ms(5.78)), Ok(11_660_000));
+        // From inside a batch: the first whole ns after it that leaves 1 ns.
+        assert_eq!(tr.reach(11_100_000, amount(1)), Ok(11_320_001));
+        assert_eq!(tr.reach(11_100_000, 0), Ok(11_100_000));
+        // 70 ms from 12 ms is past 64 batches ahead (the 65 intervals to 77 ms
+        // leave 44.2 ms): re-plan at the next batch's start, 77 ms.
+        assert_eq!(tr.reach(12_000_000, ms(70.0)), Err(77_000_000));
+        // A gap with 20 % other noise leaves 0.8 of it: 0.8 ms before the first batch.
+        let mut tr = Traffic::new(&noise(0.2), 1, 0).expect("traffic noise");
+        assert_eq!(tr.left_at(1_000_000), amount(1_000_000) * u128::from(share(0.8)) / u128::from(ONE));
+    }
 
     #[test]
     fn what_a_switch_reads_is_in_a_cpus_first_line() {

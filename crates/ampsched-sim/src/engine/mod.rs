@@ -257,7 +257,8 @@ impl Sim {
             cfg.tasks.iter().map(|t| TaskView { domain: t.domain, vcpu: t.vcpu, affinity: first_mask(t) }).collect();
         let own = views.iter().map(|v| v.affinity).collect();
         let asymmetric = !topo.is_symmetric();
-        let cpus: Vec<Cpu> = topo.cpus.iter().map(|c| Cpu::new(c, c.class == topo.fast_class && asymmetric)).collect();
+        let cpus: Vec<Cpu> =
+            topo.cpus.iter().map(|c| Cpu::new(c, c.class == topo.fast_class && asymmetric, cfg.seed)).collect();
         let nd = cfg.domains.len();
         let idle_fast = cpus.iter().filter(|c| c.fast).count() as u32;
         // The tasks a run that ends when all are done waits for: not idle, not background.
@@ -359,7 +360,8 @@ impl Sim {
             self.push(at, Ev::Domain(i as u32));
         }
         for c in 0..self.cpus.len() {
-            if let NoiseSpec::Bursty { .. } | NoiseSpec::Traffic { .. } = self.topo.cpus[c].noise {
+            // Traffic noise has no events of its own (`cpu::Traffic`).
+            if let NoiseSpec::Bursty { .. } = self.topo.cpus[c].noise {
                 let d = self.noise_len(c, false);
                 self.push(d, Ev::Noise(CpuId(c as u32)));
             }
@@ -399,16 +401,16 @@ impl Sim {
         self.finish()
     }
 
+    /// Bursty noise on CPU `c`: the length of the phase that starts now (`on`: a burst).
     fn noise_len(&mut self, c: usize, on: bool) -> Nanos {
-        if let NoiseSpec::Bursty { on: on_len, off, random, .. } = self.topo.cpus[c].noise {
-            let mean = if on { on_len } else { off };
-            if random {
-                random::exponential(&mut self.rng, mean)
-            } else {
-                Nanos(mean.0.max(1))
-            }
+        let NoiseSpec::Bursty { on: on_len, off, random, .. } = self.topo.cpus[c].noise else {
+            unreachable!("only bursty noise has phase events")
+        };
+        let mean = if on { on_len } else { off };
+        if random {
+            random::exponential(&mut self.rng, mean)
         } else {
-            self.cpus[c].traffic_phase(&self.topo.cpus[c].noise, &mut self.rng, on)
+            Nanos(mean.0.max(1))
         }
     }
 
@@ -540,6 +542,17 @@ impl Sim {
                 } else {
                     self.superseded += 1;
                 }
+            }
+            Ev::Noise(c) if self.cpus[c.idx()].has_traffic() => {
+                // A re-plan a completion's plan asked for past the batches it
+                // looked at (`Sim::replan`); stale if re-planned since.
+                let ci = c.idx();
+                if self.cpus[ci].check_at != self.now {
+                    self.superseded += 1;
+                    return;
+                }
+                self.cpus[ci].check_at = Nanos::MAX;
+                self.reshare(ci, |_| {});
             }
             Ev::Noise(c) => {
                 let ci = c.idx();

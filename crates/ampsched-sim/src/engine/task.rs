@@ -312,12 +312,12 @@ impl Task {
         self.cost
     }
 
-    /// Account `dt` ns of computing at `cost` (CPU ns per ns of work, for this
-    /// task's memory share on its CPU) on a CPU that leaves it the share `avail` of
-    /// its time: the refill owed takes half of the CPU time until paid.
+    /// Account `cpu` (an amount of CPU time its CPU left it: `Cpu::run_amount`)
+    /// of computing at `cost` (CPU ns per ns of work, for this task's memory
+    /// share on its CPU): the refill owed takes half of the CPU time until paid.
     #[inline]
-    pub(super) fn advance_compute(&mut self, dt: u64, cost: u64, avail: u64) {
-        let (cpu, r) = self.pay_refill(dt, avail);
+    pub(super) fn advance_compute(&mut self, cpu: u128, cost: u64) {
+        let r = self.pay_refill(cpu);
         self.work_left = self.work_left.saturating_sub(work_in(cpu - r, cost));
         if self.work_left < EPS {
             self.work_left = 0;
@@ -325,26 +325,37 @@ impl Task {
     }
 
     /// The refill part of `advance_compute` alone: pay the refill owed out of
-    /// `dt` ns at the share `avail`; the CPU time (an amount) and the part that went to refill.
+    /// `cpu` (an amount of CPU time); the part that went to refill.
     #[inline]
-    pub(super) fn pay_refill(&mut self, dt: u64, avail: u64) -> (u128, u128) {
-        let cpu = dt as u128 * avail as u128;
+    pub(super) fn pay_refill(&mut self, cpu: u128) -> u128 {
         let r = self.refill_left.min(cpu >> 1);
         self.refill_left -= r;
-        (cpu, r)
+        r
     }
 
-    /// Wall time until the current compute ends (see `advance_compute`): the
-    /// least whole ns after which one `advance_compute` leaves no work.
-    pub(super) fn compute_wall(&self, cost: u64, avail: u64) -> Nanos {
+    /// CPU time (an amount) the current compute still needs (see
+    /// `advance_compute`): the least amount after which one `advance_compute`
+    /// leaves no work; 0 when none is left.
+    pub(super) fn compute_need(&self, cost: u64) -> u128 {
         if self.work_left == 0 {
-            return Nanos::ZERO;
+            return 0;
         }
         // CPU time that must go to work; while refilling only half of it does,
         // so `need` within the refill takes 2·need − 1 units (the refill gets
         // the halves rounded down), past it refill + need.
         let need = cpu_for(self.work_left, cost);
-        let cpu = if need <= self.refill_left { 2 * need - 1 } else { self.refill_left + need };
+        if need <= self.refill_left {
+            2 * need - 1
+        } else {
+            self.refill_left + need
+        }
+    }
+
+    /// Wall time until the current compute ends on a CPU that leaves it the
+    /// share `avail` of its time (see `compute_need`): the least whole ns after
+    /// which one `advance_compute` leaves no work.
+    pub(super) fn compute_wall(&self, cost: u64, avail: u64) -> Nanos {
+        let cpu = self.compute_need(cost);
         // Without noise `avail` is one whole share: a shift, not a division.
         Nanos(if avail == ONE { cpu.div_ceil(ONE as u128) } else { div_ceil(cpu, avail) } as u64)
     }
