@@ -96,6 +96,9 @@ enum XenLabCmd {
         /// Boot the cases only, no simulator (then --reuse for the rows).
         #[arg(long)]
         lab_only: bool,
+        /// Shortest run burst given to the simulator's host noise, ms (lab.py's default when omitted; >= 0).
+        #[arg(long, value_parser = non_negative_ms)]
+        min_burst_ms: Option<f64>,
     },
     /// Print a comparison.json as the markdown table of docs/xen.md.
     Table {
@@ -136,7 +139,7 @@ impl XenLabCmd {
                 v.push("calibrate".into());
                 out(&mut v, o);
             }
-            XenLabCmd::Compare { out: o, calibration, only, seeds, reuse, lab_only } => {
+            XenLabCmd::Compare { out: o, calibration, only, seeds, reuse, lab_only, min_burst_ms } => {
                 v.push("compare".into());
                 out(&mut v, o);
                 if let Some(c) = calibration {
@@ -147,6 +150,9 @@ impl XenLabCmd {
                     v.extend(only.iter().cloned());
                 }
                 v.extend(["--seeds".into(), seeds.to_string()]);
+                if let Some(ms) = min_burst_ms {
+                    v.extend(["--min-burst-ms".into(), ms.to_string()]);
+                }
                 for (flag, on) in [("--reuse", reuse), ("--lab-only", lab_only)] {
                     if *on {
                         v.push(flag.into());
@@ -156,6 +162,14 @@ impl XenLabCmd {
             XenLabCmd::Table { comparison } => v.extend(["table".into(), comparison.display().to_string()]),
         }
         v
+    }
+}
+
+/// `--min-burst-ms`: a finite number of ms, at least 0.
+fn non_negative_ms(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("{s}: a duration in ms, at least 0 (e.g. 0 or 0.5)")),
     }
 }
 

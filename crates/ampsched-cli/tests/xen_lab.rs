@@ -161,3 +161,26 @@ fn the_shipped_scenarios_pass_the_checks() {
         assert!(String::from_utf8_lossy(&out.stdout).contains("xl create"), "{f}: no dom0 script printed");
     }
 }
+
+#[test]
+fn compare_passes_min_burst_ms_to_the_lab_and_refuses_a_negative_one() {
+    // A stand-in lab whose driver prints the arguments it was given.
+    let dir = scratch("min-burst");
+    std::fs::write(dir.join("lab.py"), "import sys\nprint(' '.join(sys.argv[1:]))\n").expect("write lab.py");
+    let lab = dir.to_str().expect("utf-8");
+    let out = xen_lab(&["--lab", lab, "compare", "--reuse", "--min-burst-ms", "0"], None);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("compare --seeds 3 --min-burst-ms 0 --reuse"), "lab.py was given: {said}");
+    // Omitted: lab.py's own default applies (nothing passed).
+    let out = xen_lab(&["--lab", lab, "compare", "--reuse"], None);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("--min-burst-ms"));
+    // Negative or not a number: exit 2 naming the value and what is allowed, before the lab runs.
+    for bad in ["-1", "soon"] {
+        let out = xen_lab(&["--lab", lab, "compare", &format!("--min-burst-ms={bad}")], None);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: stderr: {err}");
+        assert!(err.contains(bad) && err.contains("at least 0"), "{bad}: stderr: {err}");
+        assert!(out.stdout.is_empty(), "{bad}: the lab ran");
+    }
+}
