@@ -161,9 +161,9 @@ impl Sim {
         }
         tk.seg_start = now;
         let cpu = &mut self.cpus[c.idx()];
-        tk.run_by_class.add(cpu.class, dt);
+        tk.run_by_class.add(cpu.class as usize, dt);
         if self.placed {
-            tk.period_run[cpu.class] += dt;
+            tk.period_run[cpu.class as usize] += dt;
         }
         let left = cpu.run_amount(dt, now);
         match tk.act {

@@ -123,7 +123,10 @@ pub(super) struct Cpu {
     pub(super) speed: f64,
     /// Share of its time left to the task: 1 − `noise`, fixed-point.
     pub(super) avail: u64,
-    pub(super) class: usize,
+    pub(super) class: u32,
+    /// Traffic noise on this CPU (`traffic` is `Some`): read by every settle and
+    /// run start, so kept in the first line beside the share it replaces.
+    traffic_on: bool,
     pub(super) acc_since: Nanos,
     pub(super) fast: bool,
     pub(super) tick_armed: bool,
@@ -173,7 +176,7 @@ impl Cpu {
     /// A CPU as configured (`fast`: of the fast class on an asymmetric machine).
     pub(super) fn new(c: &CpuInfo, fast: bool, seed: u64) -> Cpu {
         let mut cpu = Cpu {
-            class: c.class,
+            class: u32::try_from(c.class).expect("class index fits u32"),
             speed: c.speed,
             fast,
             curr: None,
@@ -188,6 +191,7 @@ impl Cpu {
             free: (0.0, ONE),
             seized: false,
             seized_until: Nanos::ZERO,
+            traffic_on: matches!(c.noise, NoiseSpec::Traffic { .. }),
             traffic: Traffic::new(&c.noise, seed, c.id.0),
             run_av: 0,
             acc_av: 0,
@@ -240,7 +244,7 @@ impl Cpu {
     /// Whether this CPU has traffic noise (its batches in closed form: `Traffic`).
     #[inline]
     pub(super) fn has_traffic(&self) -> bool {
-        self.traffic.is_some()
+        self.traffic_on
     }
 
     /// CPU time (an amount) left to the running task over the `dt` ns up to
@@ -248,19 +252,39 @@ impl Cpu {
     /// traffic noise what the batches left of it (none while seized).
     #[inline]
     pub(super) fn run_amount(&mut self, dt: u64, now: Nanos) -> u128 {
-        match self.traffic.as_deref_mut() {
-            None => dt as u128 * self.avail as u128,
-            Some(tr) => tr.left_since(&mut self.run_av, now, self.seized),
+        if self.traffic_on {
+            self.traffic_left(now, false)
+        } else {
+            dt as u128 * self.avail as u128
         }
+    }
+
+    /// Under traffic noise: what the batches left to tasks up to `now` since the
+    /// running task's segment start (`acc`: since `acc_since` instead). Out of
+    /// line: the per-event paths of CPUs without traffic noise only test
+    /// `traffic_on`, in the first line.
+    #[cold]
+    #[inline(never)]
+    fn traffic_left(&mut self, now: Nanos, acc: bool) -> u128 {
+        let tr = self.traffic.as_deref_mut().expect("traffic noise");
+        tr.left_since(if acc { &mut self.acc_av } else { &mut self.run_av }, now, self.seized)
     }
 
     /// A task's segment starts on this CPU at `now` (it starts running): where
     /// `run_amount` counts from under traffic noise.
     #[inline]
     pub(super) fn run_starts(&mut self, now: Nanos) {
-        if let Some(tr) = self.traffic.as_deref_mut() {
-            self.run_av = tr.left_at(now.0);
+        if self.traffic_on {
+            self.traffic_starts(now);
         }
+    }
+
+    /// `run_starts` under traffic noise (out of line, as `traffic_left`).
+    #[cold]
+    #[inline(never)]
+    fn traffic_starts(&mut self, now: Nanos) {
+        let tr = self.traffic.as_deref_mut().expect("traffic noise");
+        self.run_av = tr.left_at(now.0);
     }
 
     /// Wall time from `now` until this CPU has left its task `need` (an amount
@@ -298,10 +322,7 @@ impl Cpu {
             return;
         }
         self.acc_since = now;
-        let left = match self.traffic.as_deref_mut() {
-            None => dt as u128 * self.avail as u128,
-            Some(tr) => tr.left_since(&mut self.acc_av, now, self.seized),
-        };
+        let left = if self.traffic_on { self.traffic_left(now, true) } else { dt as u128 * self.avail as u128 };
         let n = amount(dt) - left;
         self.noise_t += n;
         self.p_noise += n;
@@ -534,12 +555,18 @@ mod tests {
     #[test]
     fn what_a_switch_reads_is_in_a_cpus_first_line() {
         // The layout `Cpu`'s doc describes: each CPU starts a line; the task it
-        // runs, its slice timer, speed, share, class and flags are in bytes 0..64.
+        // runs, its slice timer, speed, share, class and flags (with whether it
+        // has traffic noise, tested by every settle) are in bytes 0..64.
         use std::mem::{align_of, offset_of};
         assert_eq!(align_of::<Cpu>(), 64);
-        for off in
-            [offset_of!(Cpu, curr), offset_of!(Cpu, avail), offset_of!(Cpu, class), offset_of!(Cpu, resched_owed)]
-        {
+        let first = [
+            offset_of!(Cpu, curr),
+            offset_of!(Cpu, avail),
+            offset_of!(Cpu, class),
+            offset_of!(Cpu, traffic_on),
+            offset_of!(Cpu, resched_owed),
+        ];
+        for off in first {
             assert!(off < 64, "{off}");
         }
         assert!(offset_of!(Cpu, busy) >= 64);

@@ -121,7 +121,7 @@ impl Sim {
             .enumerate()
             .map(|(i, c)| CpuResult {
                 id: i as u32,
-                class: classes[c.class].clone(),
+                class: classes[c.class as usize].clone(),
                 busy_ns: fixed::round_ns(c.busy),
                 idle_ns: fixed::round_ns(c.idle),
                 noise_ns: fixed::round_ns(c.noise_t),

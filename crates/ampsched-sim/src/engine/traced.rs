@@ -80,7 +80,7 @@ impl Sim {
         for t in &self.tasks {
             let mut v = t.run_by_class.get(fast);
             if let St::Running(c) = t.st {
-                if self.cpus[c.idx()].class == fast {
+                if self.cpus[c.idx()].class as usize == fast {
                     v += (now - t.seg_start).0;
                 }
             }
