@@ -290,6 +290,18 @@
 //! opt-in script; the README's `cargo install` stays the build, and every
 //! figure above this paragraph is of the plain build. Issue 19's ratio
 //! (≥ 0.5) and speed (≥ 100 simulated s per CPU s) targets are still not met.
+//! At 07:37 UTC (the EPYC machine idle but for the runs, load 1.5-1.6; main
+//! at c9de924, which keeps whether a CPU has traffic noise in its first
+//! line: 0.992 of bcea8a1's XL CPU time and 0.982 of dda7955's, 12
+//! interleaved pairs each, noise level) 3 runs of `ampsched bench --case L
+//! --case XL --bound`: XL 205.0-211.7 ns per event against a bound of
+//! 47.1-47.6 (ratio 0.22-0.23, 33.1-34.1 simulated s per CPU s), L
+//! 174.7-183.1 against 39.3-41.7 (0.23); cost per event L → XL ×1.17
+//! against the bound's ×1.16. On this machine XL runs below the issue's 40
+//! simulated s per wall s (57 on the Xeon of the earlier paragraphs). R60
+//! and R600 hold 131 queue entries each. All four reproductions in turn:
+//! 40.8 s (aash 3.6, capability 27.5, study 4.6, cosched 5.0 s; load
+//! 1.4-1.7).
 
 use crate::library::Library;
 use crate::scenario::{Scenario, ScenarioError};
