@@ -175,6 +175,7 @@ pub(super) struct Cpu {
 impl Cpu {
     /// A CPU as configured (`fast`: of the fast class on an asymmetric machine).
     pub(super) fn new(c: &CpuInfo, fast: bool, seed: u64) -> Cpu {
+        let traffic = Traffic::new(&c.noise, seed, c.id.0);
         let mut cpu = Cpu {
             class: u32::try_from(c.class).expect("class index fits u32"),
             speed: c.speed,
@@ -191,8 +192,8 @@ impl Cpu {
             free: (0.0, ONE),
             seized: false,
             seized_until: Nanos::ZERO,
-            traffic_on: matches!(c.noise, NoiseSpec::Traffic { .. }),
-            traffic: Traffic::new(&c.noise, seed, c.id.0),
+            traffic_on: traffic.is_some(),
+            traffic,
             run_av: 0,
             acc_av: 0,
             check_at: Nanos::MAX,
