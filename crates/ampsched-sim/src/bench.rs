@@ -144,7 +144,7 @@
 //! executes 12.36 G instructions against 13.23 G (-6.6 %) and misses that cache
 //! on 131 M reads against 166 M (-21 %). What helped, each measured as whole
 //! `bench --child --case XL` processes interleaved against its parent
-//! (farm-bench, 6-8 pairs, load 5-11, not quiet): a task's switch, settle and
+//! (6-8 pairs, load 5-11, not quiet): a task's switch, settle and
 //! completion fields in its first five 64-byte lines (`Task` is `align(64)`,
 //! 576 bytes; the far heap's key, the debug-only generations and the statistics
 //! after it) and the innermost loop counter in the task instead of a `Vec`
