@@ -697,6 +697,10 @@ impl Dispatcher for Aash {
         self.cr.account_period()
     }
 
+    fn seed(&mut self, seed: u64) {
+        self.cr.seed(seed);
+    }
+
     fn account_cpu(&self) -> Option<CpuId> {
         self.cr.account_cpu()
     }

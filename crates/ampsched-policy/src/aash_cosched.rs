@@ -173,6 +173,10 @@ impl Dispatcher for AashGang {
         self.aash.account_period()
     }
 
+    fn seed(&mut self, seed: u64) {
+        self.aash.seed(seed);
+    }
+
     fn account_cpu(&self) -> Option<CpuId> {
         self.aash.account_cpu()
     }

@@ -573,6 +573,10 @@ impl<S: Scheme, B: CoBase> Dispatcher for CoSched<S, B> {
         self.base.account_period()
     }
 
+    fn seed(&mut self, seed: u64) {
+        self.base.seed(seed);
+    }
+
     fn account_cpu(&self) -> Option<CpuId> {
         self.base.account_cpu()
     }

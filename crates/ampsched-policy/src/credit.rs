@@ -46,7 +46,18 @@
 //!   BOOST beats what runs there), else one idle pCPU in the vCPU's affinity,
 //!   rotating (`xen40`: preempt when higher priority, and tickle all idlers,
 //!   the own pCPU first: its softirq runs before an IPI'd idler looks for work,
-//!   so the idler steals the vCPU the waker preempted).
+//!   so the idler steals the vCPU the waker preempted). **The idlers' race**
+//!   (`xen40`): Xen 4.0.1's `__runq_tickle` ORs every idler into one mask and
+//!   `cpumask_raise_softirq` IPIs them together; whichever leaves `hlt` first
+//!   and wins `csched_load_balance`'s trylock on the peer steals the queued
+//!   vCPU, the others find nothing. Which one that is depends on wake-up
+//!   latencies the model does not have, so the idlers' reschedules run in an
+//!   order drawn from the run's seed (pCPU order rotated to a uniform start;
+//!   stream `seed ^ IDLER_RACE_SALT`). Taking them in pCPU order instead let
+//!   the lowest-numbered idler win every race, which kept an idling guest's
+//!   vCPUs on pCPUs 0-1 (docs/design/calibration.md, "The idlers' race").
+//!   Current Xen tickles one idler, rotating (`tickle_one_idle_cpu`, from
+//!   Xen 4.1), so it has no race to draw.
 //! - Runqueues are ordered by priority (BOOST > UNDER > OVER), FIFO within
 //!   one; a pCPU whose head is OVER or that would idle steals the first
 //!   strictly-higher-priority, not-running, allowed vCPU from a peer with
@@ -85,6 +96,8 @@ use crate::params::{Kind, ParamDoc, ParamReader, PolicyError};
 use ampsched_model::cpuset::{cycle_visit, MAX_CPUS};
 use ampsched_model::spec::Params;
 use ampsched_model::{CpuId, CpuSet, DomainId, Nanos, TaskId, Topology};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 /// Words of a CPU bitmask.
 const WORDS: usize = MAX_CPUS / 64;
@@ -317,6 +330,9 @@ pub struct Credit {
     credit_pool: u32,
     credit_balance: i32,
     last_tickle: CpuId,
+    /// `xen40`: which of the idlers one wake-up IPIs reaches the runqueues first
+    /// ([`Credit::tickle`]); seeded from the run's seed ([`IDLER_RACE_SALT`]).
+    race: ChaCha8Rng,
     /// Words of the machine's CPU bitmasks (`ncpus / 64`, rounded up): the
     /// steal, tickle and pick masks are combined word by word, never built as sets.
     nw: usize,
@@ -325,6 +341,10 @@ pub struct Credit {
     /// What the last accounting handed out (checked for conservation).
     last_acct: AcctAudit,
 }
+
+/// Salt of the idler race's stream (`seed ^ IDLER_RACE_SALT`), apart from the
+/// simulator's and from `fair`'s placement stream.
+pub const IDLER_RACE_SALT: u64 = 0x1d1e_7ace;
 
 /// `flags` bit: more than one runnable vCPU (Xen: a peer worth stealing from).
 const F_OVERLOADED: u8 = 1;
@@ -451,6 +471,7 @@ impl Credit {
             credit_pool: credits_per_tslice as u32 * n as u32,
             credit_balance: 0,
             last_tickle: CpuId(0),
+            race: ChaCha8Rng::seed_from_u64(IDLER_RACE_SALT),
             nw: n.div_ceil(64).max(1),
             stats: CreditStats::default(),
             last_acct: AcctAudit::default(),
@@ -844,10 +865,19 @@ impl Credit {
                 fx.resched(cpu);
             }
             if cur_pri > PRI_IDLE {
+                let first = fx.resched.len();
                 for c in self.idlers.and(aff).iter() {
                     if c != cpu {
                         fx.resched(c);
                     }
+                }
+                // The idlers race: one IPI reaches them all at once, and whichever leaves `hlt`
+                // first takes the queued vCPU (`csched_load_balance` trylocks the peer), so the
+                // engine's order of their reschedules is drawn, uniform over the idlers.
+                let n = fx.resched.len() - first;
+                if n > 1 {
+                    let r = self.race.gen_range(0..n);
+                    fx.resched[first..].rotate_left(r);
                 }
             }
             return;
@@ -1523,6 +1553,10 @@ impl Dispatcher for Credit {
         Some(CpuId(0))
     }
 
+    fn seed(&mut self, seed: u64) {
+        self.race = ChaCha8Rng::seed_from_u64(seed ^ IDLER_RACE_SALT);
+    }
+
     fn init(&mut self, v: &SysView) {
         self.vc = v
             .tasks
@@ -1853,29 +1887,85 @@ mod tests {
         c.wake(&w.view(now), g, &mut fx);
         assert_eq!(c.pri_of(g), PRI_BOOST);
         assert_eq!(c.runq(CpuId(1)), &[g][..]);
-        assert_eq!(fx.resched, vec![CpuId(0), CpuId(2), CpuId(3)]);
+        // Which idler reschedules first is the race's draw ([`Credit::tickle`]): the three in
+        // pCPU order, rotated.
+        let rotation = |r: usize| {
+            let mut v = vec![CpuId(0), CpuId(2), CpuId(3)];
+            v.rotate_left(r);
+            v
+        };
+        assert!((0..3).any(|r| fx.resched == rotation(r)), "not a rotation of the idlers: {:?}", fx.resched);
+        let (first, second) = (fx.resched[0], fx.resched[1]);
         // The first idler to run `csched_schedule` has nothing of its own, and
         // `csched_load_balance` → `csched_runq_steal` takes G (BOOST > IDLE) from CPU 1,
         // which has 2 runnable. The later idlers find nothing.
-        let p = c.pick_next(&w.view(now), CpuId(0), None, false, &mut Effects::default());
+        let p = c.pick_next(&w.view(now), first, None, false, &mut Effects::default());
         assert_eq!(p.task, Some(g));
-        assert_eq!(c.cpu_of(g), CpuId(0));
-        w.curr[0] = Some(g);
-        assert_eq!(c.pick_next(&w.view(now), CpuId(2), None, false, &mut Effects::default()).task, None);
-        // G handles its tick and blocks; D ends its burst. G's next wake-up is queued on CPU 0,
-        // where it last ran: the collision moved it for good.
+        assert_eq!(c.cpu_of(g), first);
+        w.curr[first.idx()] = Some(g);
+        assert_eq!(c.pick_next(&w.view(now), second, None, false, &mut Effects::default()).task, None);
+        // G handles its tick and blocks; D ends its burst. G's next wake-up is queued on the
+        // pCPU that stole it, where it last ran: the collision moved it for good.
         let later = Nanos::from_us(30);
-        c.block(&w.view(later), g, CpuId(0), &mut Effects::default());
+        c.block(&w.view(later), g, first, &mut Effects::default());
         c.block(&w.view(later), d, CpuId(1), &mut Effects::default());
-        assert_eq!(c.pick_next(&w.view(later), CpuId(0), Some(g), false, &mut Effects::default()).task, None);
-        w.curr[0] = None;
+        assert_eq!(c.pick_next(&w.view(later), first, Some(g), false, &mut Effects::default()).task, None);
+        w.curr[first.idx()] = None;
         assert_eq!(c.pick_next(&w.view(later), CpuId(1), Some(d), false, &mut Effects::default()).task, None);
         w.curr[1] = None;
         let mut fx = Effects::default();
         c.wake(&w.view(Nanos::from_ms(10)), g, &mut fx);
-        assert_eq!((c.cpu_of(g), fx.resched.clone()), (CpuId(0), vec![CpuId(0)]));
+        assert_eq!((c.cpu_of(g), fx.resched.clone()), (first, vec![first]));
         // A wake-up that finds its own pCPU idle never moves: only a collision re-places it.
         assert_eq!(c.stats().steals, 1);
+    }
+
+    #[test]
+    fn xen40_the_idlers_race_for_a_queued_vcpu_and_each_wins_about_as_often() {
+        // Xen 4.0.1 `__runq_tickle` ORs every idler into the mask and `cpumask_raise_softirq`
+        // IPIs them together; each leaves `hlt`, runs `csched_schedule` and, finding its own
+        // queue empty, `csched_load_balance`, which trylocks the peer and steals the queued
+        // vCPU. Who gets there first is the hardware's race, so the engine's order of the
+        // idlers' reschedules is drawn from the run's seed, uniform over the idlers.
+        // Setting: 4 CPUs, dom0's D runs BOOST on CPU 1; the guest's G, last on CPU 1, wakes
+        // behind it (BOOST does not beat BOOST), so the mask is the idlers {0, 2, 3}.
+        let race = |seed: u64| {
+            let mut w = world(4, &[(256, 0, 1), (256, 0, 1)]);
+            let mut c = Credit::new("xen40", CreditParams::defaults(Profile::Xen40), &w.topo);
+            c.seed(seed);
+            c.init(&w.view(Nanos::ZERO));
+            let (d, g) = (TaskId(0), TaskId(1));
+            c.place(d, CpuId(1));
+            c.place(g, CpuId(1));
+            c.wake(&w.view(Nanos::ZERO), d, &mut Effects::default());
+            assert_eq!(c.pick_next(&w.view(Nanos::ZERO), CpuId(1), None, false, &mut Effects::default()).task, Some(d));
+            w.curr[1] = Some(d);
+            let mut fx = Effects::default();
+            c.wake(&w.view(Nanos::from_us(10)), g, &mut fx);
+            // The winner is the first of the mask to reschedule: it steals G.
+            let first = fx.resched[0];
+            let p = c.pick_next(&w.view(Nanos::from_us(10)), first, None, false, &mut Effects::default());
+            assert_eq!((p.task, c.cpu_of(g)), (Some(g), first));
+            fx.resched
+        };
+        // The same seed, the same winner (a run repeats byte for byte).
+        assert_eq!(race(7), race(7));
+        // Over 300 seeds each idler wins about a third of the races (binomial, n = 300,
+        // p = 1/3: mean 100, sd 8.2; 70..130 is beyond 3.5 sd), never CPU 1 (busy), and
+        // the mask is always the three idlers in pCPU order, rotated.
+        let mut wins = [0u32; 4];
+        for seed in 0..300 {
+            let order = race(seed);
+            let i = order.iter().position(|&c| c == CpuId(0)).unwrap();
+            let mut unrotated = order.clone();
+            unrotated.rotate_left(i);
+            assert_eq!(unrotated, vec![CpuId(0), CpuId(2), CpuId(3)]);
+            wins[order[0].idx()] += 1;
+        }
+        assert_eq!(wins[1], 0);
+        for c in [0, 2, 3] {
+            assert!((70..=130).contains(&wins[c]), "CPU {c} won {} of 300 races: {wins:?}", wins[c]);
+        }
     }
 
     #[test]
