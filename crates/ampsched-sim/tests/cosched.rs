@@ -619,3 +619,59 @@ workload = { program = [{ loop = { count = 100000, body = [{ compute = { ms = 1 
         assert!(gap(&r, d) < 0.1, "gang {d}: fast-time gap {:.3}", gap(&r, d));
     }
 }
+
+/// 4 CPUs; one `CON` domain of 8 vCPUs, each computing and sleeping in a loop of its own
+/// lengths, so wake-ups land on busy pCPUs while others idle, in no fixed phase. No noise
+/// and no random op: under rules that draw nothing, every seed gives the same run.
+const RACE: &str = r#"
+[machine]
+classes = [{ name = "cpu", speed = 1.0 }]
+cpus = [{ class = "cpu", count = 4 }]
+mem_domain_size = 4
+[stop]
+duration_s = 2
+[[domain]]
+name = "vm"
+vcpus = 8
+cosched = "con"
+tasks = [
+  { program = [{ loop = { count = 1000000, body = [{ compute = { ms = 1 } }, { sleep = { ms = 7 } }] } }] },
+  { program = [{ loop = { count = 1000000, body = [{ compute = { ms = 1.3 } }, { sleep = { ms = 6.1 } }] } }] },
+  { program = [{ loop = { count = 1000000, body = [{ compute = { ms = 0.7 } }, { sleep = { ms = 5.3 } }] } }] },
+  { program = [{ loop = { count = 1000000, body = [{ compute = { ms = 1.9 } }, { sleep = { ms = 4.7 } }] } }] },
+  { program = [{ loop = { count = 1000000, body = [{ compute = { ms = 1.1 } }, { sleep = { ms = 7.9 } }] } }] },
+  { program = [{ loop = { count = 1000000, body = [{ compute = { ms = 0.5 } }, { sleep = { ms = 3.3 } }] } }] },
+  { program = [{ loop = { count = 1000000, body = [{ compute = { ms = 1.7 } }, { sleep = { ms = 6.7 } }] } }] },
+  { program = [{ loop = { count = 1000000, body = [{ compute = { ms = 0.9 } }, { sleep = { ms = 5.9 } }] } }] },
+]
+"#;
+
+#[test]
+fn the_run_seed_reaches_the_idlers_race_of_xen40_credit_under_a_co_scheduler() {
+    // Xen 4.0's `__runq_tickle` IPIs every idler and the first out of `hlt` steals
+    // (credit.rs, "The idlers' race"): the winner is drawn from the run's seed, which
+    // `CoSched::seed` passes to the credit state underneath. Over `current` rules (one idler
+    // tickled, rotating) nothing is drawn, and the seed changes nothing.
+    let json = |name: &str, rules: &str, seed: u64| {
+        let mut params = ampsched_model::spec::Params::default();
+        if !rules.is_empty() {
+            params.insert("rules".into(), ampsched_model::spec::ParamValue::Str(rules.into()));
+        }
+        let spec = ampsched_model::spec::PolicySpec { name: name.into(), params };
+        let mut r = Sim::new(scenario(RACE).config(seed, Some(&spec), None).expect("config")).run();
+        r.seed = 0;
+        serde_json::to_string(&SimOutput { schema: SCHEMA, runs: vec![r] }).unwrap()
+    };
+    for name in ["pcs", "bcs", "cs", "cds"] {
+        let quiet: Vec<String> = (1..=4).map(|s| json(name, "current", s)).collect();
+        assert!(quiet.iter().all(|j| *j == quiet[0]), "{name} over current credit depends on the seed");
+        let racing: Vec<String> = (1..=4).map(|s| json(name, "xen40", s)).collect();
+        assert!(racing.iter().any(|j| *j != racing[0]), "{name} over xen40 ignores the seed");
+        assert_eq!(json(name, "xen40", 3), racing[2], "{name}: one seed, one run");
+    }
+    // The baseline itself: `xen40` draws, `credit` (current) does not.
+    let xen40: Vec<String> = (1..=4).map(|s| json("xen40", "", s)).collect();
+    assert!(xen40.iter().any(|j| *j != xen40[0]), "xen40 ignores the seed");
+    let credit: Vec<String> = (1..=4).map(|s| json("credit", "", s)).collect();
+    assert!(credit.iter().all(|j| *j == credit[0]), "credit (current) depends on the seed");
+}
