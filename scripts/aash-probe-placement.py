@@ -50,7 +50,11 @@ def main() -> int:
         cmd = [a.bin, "sim", str(PROBE), "--runs", str(a.runs), "--seed", "1", "--json", str(out)]
         for s in sets:
             cmd += ["--set", s]
-        done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        except OSError as e:
+            print(f"--bin {a.bin}: cannot run it ({e.strerror}); give the ampsched binary's path", file=sys.stderr)
+            return 2
         if done.returncode != 0:
             print(f"{' '.join(cmd)}: exit {done.returncode}\n{done.stderr}", file=sys.stderr)
             return 1
@@ -58,7 +62,8 @@ def main() -> int:
     fast = [0, 0, 0, 0]
     pairs: dict[tuple[int, ...], int] = {}
     for r in runs:
-        ends = {t["vcpu"]: t["completion_ns"] / 1e9 for t in r["tasks"] if t["domain"] == 1}
+        vm = next(d["id"] for d in r["domains"] if d["name"] == "vm")
+        ends = {t["vcpu"]: t["completion_ns"] / 1e9 for t in r["tasks"] if t["domain"] == vm}
         first = min(ends.values())
         on_fast = tuple(sorted(v for v, e in ends.items() if e < first + a.margin))
         for v in on_fast:
